@@ -1,0 +1,233 @@
+"""One result object for every prefstream explainer.
+
+:class:`Explanation` plays the role of ``shap.Explanation`` / ``shapiq.InteractionValues``:
+it holds attributions for one or several explained instances, with the base value, the model
+output, feature names, the method that produced them and the model version they came from.
+It serialises to the *explanation record* of the event contract
+(``stream/schemas/explanation.v1.json``) with :meth:`Explanation.to_records` and back with
+:meth:`Explanation.from_record`.
+
+Additivity convention (checked by every explainer's tests)::
+
+    base_values + values.sum(axis=-1) == prediction        (efficiency)
+
+for methods where it holds (Shapley-type values). Distributional values keep their
+per-player distributions in ``extra``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from learners.exceptions import InvalidInputError
+
+__all__ = ["Explanation"]
+
+RECORD_SCHEMA_VERSION = 1
+
+
+def _jsonable(obj: Any) -> Any:
+    """Turn numpy scalars/arrays nested in dicts/lists into plain JSON types."""
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, (np.floating, float)):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+@dataclass
+class Explanation:
+    """Attributions of one explainer for one or a batch of explained instances.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_features,) or (n_instances, n_features), float64
+        One attribution per feature (player) and instance.
+    base_values : float or ndarray of shape (n_instances,)
+        The value of the empty coalition, ν(∅) (or the reference QoI for ShaRP).
+    feature_names : sequence of str, length n_features
+    method : str
+        Explanation method, e.g. ``"pref-shap"``, ``"sharp-rank"``, ``"distributional-bernoulli"``,
+        ``"capacity-shapley"``, ``"linear-shapley"``.
+    prediction : float or ndarray of shape (n_instances,), optional
+        The model output being explained, ν(Ω); ``None`` if not meaningful.
+    model_name, model_version : str, int
+        Which snapshot of which model produced it (every record carries the version).
+    data : ndarray of shape like ``values``, optional
+        The explained feature values (for plots: e.g. x_winner − x_loser for Pref-SHAP).
+    instance_ids : sequence of str, optional
+        Event or request ids, one per instance.
+    compute_time : float
+        Wall-clock seconds spent computing the batch.
+    extra : dict
+        Method-specific fields (JSON-serialisable after numpy conversion), e.g.
+        ``{"qoi": "rank", "interactions": [[...]]}``.
+
+    Raises
+    ------
+    InvalidInputError
+        If the shapes of ``values``, ``feature_names`` and ``base_values`` disagree.
+
+    Examples
+    --------
+    >>> e = Explanation(values=[0.5, -0.25], base_values=0.0, prediction=0.25,
+    ...                 feature_names=["a", "b"], method="linear-shapley")
+    >>> float(e.additivity_error())
+    0.0
+    >>> e.to_records(instance_ids=["ev-1"])[0]["values"]
+    [0.5, -0.25]
+    """
+
+    values: Any
+    base_values: Any
+    feature_names: Sequence[str]
+    method: str
+    prediction: Any = None
+    model_name: str = ""
+    model_version: int = 0
+    data: Any = None
+    instance_ids: Sequence[str] | None = None
+    compute_time: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.values = np.asarray(self.values, dtype=np.float64)
+        if self.values.ndim not in (1, 2):
+            raise InvalidInputError(
+                f"Explanation.values must have shape (n_features,) or (n_instances, n_features); "
+                f"got shape {self.values.shape}."
+            )
+        self.feature_names = [str(f) for f in self.feature_names]
+        if self.values.shape[-1] != len(self.feature_names):
+            raise InvalidInputError(
+                f"Explanation has {self.values.shape[-1]} values per instance but "
+                f"{len(self.feature_names)} feature names; pass one name per feature."
+            )
+        self.base_values = np.asarray(self.base_values, dtype=np.float64)
+        if self.prediction is not None:
+            self.prediction = np.asarray(self.prediction, dtype=np.float64)
+        if self.data is not None:
+            self.data = np.asarray(self.data, dtype=np.float64)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def n_instances(self) -> int:
+        """Number of explained instances (1 for a 1-D ``values``)."""
+        return 1 if self.values.ndim == 1 else self.values.shape[0]
+
+    def _as_batch(self, a: np.ndarray | None) -> np.ndarray | None:
+        if a is None:
+            return None
+        a = np.asarray(a, dtype=np.float64)
+        return np.broadcast_to(a.reshape(-1) if a.ndim else a, (self.n_instances,)).copy()
+
+    def additivity_error(self) -> np.ndarray:
+        """|base + Σφ − prediction| per instance; ndarray of shape (n_instances,).
+
+        Raises
+        ------
+        InvalidInputError
+            If the explanation has no ``prediction``.
+        """
+        if self.prediction is None:
+            raise InvalidInputError(f"The {self.method!r} explanation has no prediction to check.")
+        v = self.values.reshape(self.n_instances, -1)
+        return np.abs(self._as_batch(self.base_values) + v.sum(axis=1) - self._as_batch(self.prediction))
+
+    def mean_abs(self) -> dict[str, float]:
+        """Mean |φ| per feature over instances, sorted descending (for bar plots and summaries)."""
+        v = np.abs(self.values.reshape(self.n_instances, -1)).mean(axis=0)
+        order = np.argsort(-v, kind="stable")
+        return {self.feature_names[i]: float(v[i]) for i in order}
+
+    def top_features(self, k: int = 3) -> list[str]:
+        """The ``k`` features of largest mean |φ|."""
+        return list(self.mean_abs())[:k]
+
+    def __getitem__(self, i: int) -> "Explanation":
+        """The explanation of instance ``i`` (1-D values)."""
+        if self.values.ndim == 1:
+            if i not in (0, -1):
+                raise IndexError(i)
+            return self
+        pick = lambda a: None if a is None else (a[i] if np.ndim(a) >= 1 and np.shape(a)[0] == self.n_instances else a)
+        return Explanation(
+            values=self.values[i], base_values=pick(self.base_values), feature_names=self.feature_names,
+            method=self.method, prediction=pick(self.prediction), model_name=self.model_name,
+            model_version=self.model_version, data=pick(self.data),
+            instance_ids=None if self.instance_ids is None else [self.instance_ids[i]],
+            compute_time=self.compute_time / self.n_instances,
+            extra={k: pick(np.asarray(v)) if isinstance(v, (list, np.ndarray)) and np.shape(v)[:1] == (self.n_instances,) else v
+                   for k, v in self.extra.items()},
+        )
+
+    # -------------------------------------------------------------- records
+    def to_records(self, instance_ids: Sequence[str] | None = None) -> list[dict]:
+        """Explanation records (one per instance) in the event contract's format.
+
+        Parameters
+        ----------
+        instance_ids : sequence of str, optional
+            Event or request ids; defaults to ``self.instance_ids`` or ``"0", "1", …``.
+
+        Returns
+        -------
+        list of dict
+            JSON-serialisable dicts validating against ``explanation.v1.json``.
+        """
+        ids = list(instance_ids or self.instance_ids or [str(i) for i in range(self.n_instances)])
+        if len(ids) != self.n_instances:
+            raise InvalidInputError(f"Got {len(ids)} instance ids for {self.n_instances} explained instances.")
+        out = []
+        per = self.compute_time / max(self.n_instances, 1)
+        for i, rid in enumerate(ids):
+            e = self[i]
+            out.append(
+                {
+                    "schema_version": RECORD_SCHEMA_VERSION,
+                    "request_id": str(rid),
+                    "model_name": self.model_name,
+                    "model_version": int(self.model_version),
+                    "method": self.method,
+                    "feature_names": list(self.feature_names),
+                    "values": _jsonable(e.values),
+                    "base_value": _jsonable(np.asarray(e.base_values).reshape(-1)[0]),
+                    "prediction": None if e.prediction is None else _jsonable(np.asarray(e.prediction).reshape(-1)[0]),
+                    "data": None if e.data is None else _jsonable(e.data),
+                    "extra": _jsonable(e.extra),
+                    "compute_time_s": float(per),
+                }
+            )
+        return out
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Explanation":
+        """Rebuild a one-instance :class:`Explanation` from an explanation record."""
+        try:
+            return cls(
+                values=record["values"], base_values=record["base_value"], feature_names=record["feature_names"],
+                method=record["method"], prediction=record.get("prediction"), model_name=record.get("model_name", ""),
+                model_version=int(record.get("model_version", 0)), data=record.get("data"),
+                instance_ids=[record.get("request_id", "0")], compute_time=float(record.get("compute_time_s", 0.0)),
+                extra=dict(record.get("extra") or {}),
+            )
+        except KeyError as exc:
+            raise InvalidInputError(f"Explanation record lacks the field {exc.args[0]!r}.") from None
+
+    def to_json(self) -> str:
+        """All records as a JSON array string."""
+        return json.dumps(self.to_records())

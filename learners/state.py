@@ -1,0 +1,57 @@
+"""Safe (pickle-free) encoding of learner state dicts as ``.npz`` bytes.
+
+A state dict is ``{"meta": <JSON-able dict>, "arrays": {name: ndarray}}``. The meta dict is
+stored as a UTF-8 JSON byte array under the key ``__meta__``; loading uses
+``allow_pickle=False`` so a snapshot can never execute code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+
+from learners.exceptions import SnapshotError
+
+__all__ = ["dump_state", "load_state"]
+
+
+def dump_state(state: dict) -> bytes:
+    """Encode a state dict to compressed ``.npz`` bytes.
+
+    Raises
+    ------
+    SnapshotError
+        If the meta part is not JSON-serialisable or an array has dtype object.
+    """
+    try:
+        meta = json.dumps(state.get("meta", {}), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise SnapshotError(f"State meta must be JSON-serialisable with finite numbers: {exc}") from None
+    arrays = {}
+    for k, v in state.get("arrays", {}).items():
+        a = np.asarray(v)
+        if a.dtype == object:
+            raise SnapshotError(f"State array {k!r} has dtype object; use numeric arrays only.")
+        arrays[k] = a
+    buf = io.BytesIO()
+    np.savez_compressed(buf, __meta__=np.frombuffer(meta, dtype=np.uint8), **arrays)
+    return buf.getvalue()
+
+
+def load_state(data: bytes) -> dict:
+    """Decode bytes written by :func:`dump_state`.
+
+    Raises
+    ------
+    SnapshotError
+        If the bytes are not a pickle-free npz with a ``__meta__`` entry.
+    """
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            meta = json.loads(bytes(z["__meta__"]).decode())
+            arrays = {k: z[k] for k in z.files if k != "__meta__"}
+    except Exception as exc:  # zipfile/ValueError/KeyError/JSON errors
+        raise SnapshotError(f"Not a prefstream state snapshot: {exc}") from None
+    return {"meta": meta, "arrays": arrays}
