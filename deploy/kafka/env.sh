@@ -1,0 +1,31 @@
+# Sourced by deploy/kafka/*.sh. Every path here is outside the git tree.
+# Override any of these through the environment.
+KAFKA_VERSION="${PREFSTREAM_KAFKA_VERSION:-4.4.0}"   # keep in sync with <kafka.version> in pom.xml
+PREFSTREAM_CACHE="${PREFSTREAM_CACHE:-$HOME/.cache/prefstream}"
+KAFKA_HOME="${PREFSTREAM_KAFKA_HOME:-$PREFSTREAM_CACHE/kafka/$KAFKA_VERSION}"
+KAFKA_LIBS="$KAFKA_HOME/libs"                          # jars from `mvn dependency:copy-dependencies`
+KAFKA_DATA="${PREFSTREAM_KAFKA_DATA:-$KAFKA_HOME/data}" # log.dirs (topic data + KRaft metadata log)
+KAFKA_RUN="$KAFKA_HOME/run"                            # rendered config, pid file, console log
+KAFKA_PID_FILE="$KAFKA_RUN/kafka.pid"
+KAFKA_LOG_FILE="$KAFKA_RUN/kafka.log"
+KAFKA_HOST="127.0.0.1"
+KAFKA_PORT="${PREFSTREAM_KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${PREFSTREAM_KAFKA_CONTROLLER_PORT:-9093}"
+KAFKA_BOOTSTRAP="$KAFKA_HOST:$KAFKA_PORT"
+KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}"
+KAFKA_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# pid of the running broker started by start.sh, or nothing
+kafka_running_pid() {
+  local pid
+  [ -f "$KAFKA_PID_FILE" ] || return 1
+  pid="$(cat "$KAFKA_PID_FILE" 2>/dev/null || true)"
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q 'kafka\.Kafka' || return 1
+  echo "$pid"
+}
+
+# true when something accepts TCP connections on host:port
+kafka_port_open() {
+  (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
+}
