@@ -73,6 +73,7 @@ __all__ = [
     "parse_click_session",
     "parse_item",
     "parse_preference",
+    "validate_record",
     "validator",
 ]
 
@@ -558,7 +559,81 @@ def parse_preference(raw: bytes, catalog: ItemCatalog | None = None, max_bytes: 
     )
 
 
+def validate_record(kind: str, doc: Any) -> None:
+    """Check a decoded record against the contract without resolving item ids.
+
+    Used by producers (``prefstream replay``) to reject bad records at the source. Runs every
+    check of the matching ``parse_*`` function except the item-catalog lookup (``unknown_item``).
+
+    Parameters
+    ----------
+    kind : {"preference", "click", "item"}
+    doc : object
+        The decoded JSON value.
+
+    Raises
+    ------
+    DeadLetter
+        With the reason the consumer would give.
+    InvalidParameterError
+        For an unknown ``kind``.
+    """
+    from learners.exceptions import check_param
+
+    check_param("validate_record", "kind", kind, kind in ("preference", "click", "item"), "'preference', 'click' or 'item'")
+    if kind == "item":
+        d = _check_object_and_version(doc, "item record")
+        _schema_check("item", d)
+        if d["features"] is not None:
+            _features(d["features"], "features")
+        if "timestamp" in d:
+            _timestamp(d["timestamp"])
+        return
+    if kind == "click":
+        _click_structure(_check_object_and_version(doc, "click session"))
+        return
+    d = _check_object_and_version(doc, "preference event")
+    if not _fast_preference_ok(d):
+        _schema_check("preference", d)
+    inline = {}
+    for side in ("left", "right"):
+        if "features" in d[side]:
+            inline[side] = _features(d[side]["features"], f"{side}.features")
+    if len(inline) == 2:
+        _check_same_features(inline["left"], inline["right"])
+    if d.get("context") is not None:
+        _features(d["context"], "context")
+    _timestamp(d["timestamp"])
+    if d.get("weight") is not None:
+        _weight(d["weight"])
+
+
 # ---------------------------------------------------------------- click sessions
+def _click_structure(d: dict):
+    """Schema + cross-field checks of a click session; returns its parts."""
+    _schema_check("click_session", d)
+    sid = d["session_id"]
+    ts = _timestamp(d["timestamp"])
+    shown = d["shown"]
+    ids = [s["id"] for s in shown]
+    id_set = set(ids)
+    if len(id_set) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise DeadLetter("schema_violation", f"Session {sid!r} shows the items {dup} more than once; list each shown item once.")
+    missing = [c for c in d["clicked"] if c not in id_set]
+    if missing:
+        raise DeadLetter("schema_violation", f"Session {sid!r}: clicked items {missing[:5]} are not among the shown items.")
+    for j, s in enumerate(shown):
+        if "features" in s:
+            _features(s["features"], f"shown[{j}].features")
+    ctx = d.get("context")
+    if ctx is not None:
+        ctx = _features(ctx, "context")
+    w = d.get("weight")
+    w = 1.0 if w is None else _weight(w)
+    return sid, ts, shown, ids, set(d["clicked"]), ctx, w
+
+
 def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
                         max_bytes: int = _DEFAULT_MAX_BYTES) -> list[PreferenceExample]:
     """Parse a click session and expand it into preference pairs clicked ≻ shown-but-not-clicked.
@@ -592,23 +667,7 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
         catalog (checked only for items that take part in a pair).
     """
     d = _check_object_and_version(_decode(raw, max_bytes), "click session")
-    _schema_check("click_session", d)
-    sid = d["session_id"]
-    ts = _timestamp(d["timestamp"])
-    shown = d["shown"]
-    ids = [s["id"] for s in shown]
-    if len(set(ids)) != len(ids):
-        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
-        raise DeadLetter("schema_violation", f"Session {sid!r} shows the items {dup} more than once; list each shown item once.")
-    clicked = set(d["clicked"])
-    missing = [c for c in d["clicked"] if c not in set(ids)]
-    if missing:
-        raise DeadLetter("schema_violation", f"Session {sid!r}: clicked items {missing[:5]} are not among the shown items.")
-    ctx = d.get("context")
-    if ctx is not None:
-        ctx = _features(ctx, "context")
-    w = d.get("weight")
-    w = 1.0 if w is None else _weight(w)
+    sid, ts, shown, ids, clicked, ctx, w = _click_structure(d)
     if not clicked or len(clicked) == len(ids):
         return []
     feats = [_resolve(s, catalog, f"shown[{j}]")[0] for j, s in enumerate(shown)]

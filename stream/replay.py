@@ -1,0 +1,459 @@
+"""Replay a CSV or JSONL file into a Kafka topic as contract-valid records (``prefstream replay FILE``).
+
+Every line becomes one record of the event contract (:mod:`stream.contract`), is validated at
+the source with :func:`stream.contract.validate_record`, and is sent with a kafka-python
+``KafkaProducer`` (``acks="all"``, key = ``event_id`` / ``session_id`` / ``item_id`` as UTF-8,
+``linger_ms`` batching). A line that cannot be turned into a valid record is *skipped* (counted,
+reported with its line number, not fatal); a record the producer fails to deliver is *failed*.
+
+File layouts
+------------
+JSONL (``.jsonl``, ``.ndjson``, ``.json``): one record per line exactly as in the contract.
+Missing ``schema_version`` is set to 1; a missing preference ``event_id`` becomes
+``"<file stem>:<line>"``; a missing ``timestamp`` becomes the replay start time (unix s).
+
+CSV (``.csv``, header row required), per ``kind``:
+
+``preference``
+    ``event_id`` (optional), ``timestamp`` (optional; unix seconds or ISO-8601), ``outcome``
+    (required: ``1``, ``-1``, ``0``), ``weight`` (optional), ``left_id`` / ``right_id``
+    (optional), and feature columns ``left.<feature>``, ``right.<feature>``,
+    ``context.<feature>``. A side whose feature cells are all empty is sent as an id reference
+    (``{"id": left_id}``), otherwise all its cells must be numbers (inline features; the id rides
+    along). Context cells: all empty (no context) or all numbers.
+``click``
+    ``session_id`` (required), ``timestamp`` (optional), ``user_id`` (optional), ``shown`` and
+    ``clicked`` (item ids separated by ``|``; items resolved from the item catalog),
+    ``weight`` (optional), ``context.<feature>``.
+``item``
+    ``item_id`` (required) and one column per feature (names as in the header, any prefix
+    ``features.`` stripped). A row whose feature cells are all empty is a delete
+    (``"features": null``).
+
+Example
+-------
+>>> import tempfile, os
+>>> p = os.path.join(tempfile.mkdtemp(), "prefs.csv")
+>>> _ = open(p, "w").write("event_id,outcome,left.price,right.price\\ne1,1,2.0,3.5\\ne2,maybe,1,1\\n")
+>>> [(n, r["outcome"]) for n, r in iter_records(p, "preference", on_error="skip")]
+[(2, 1)]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError, check_param
+from stream.contract import SCHEMA_VERSION, DeadLetter, validate_record
+
+__all__ = ["BrokerUnavailable", "ReplayResult", "TokenBucket", "iter_records", "replay"]
+
+_KINDS = ("preference", "click", "item")
+_KEY_FIELD = {"preference": "event_id", "click": "session_id", "item": "item_id"}
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_MAX_REPORTED = 1000
+
+
+class BrokerUnavailable(PrefstreamError, ConnectionError):
+    """No Kafka broker answered at the bootstrap address."""
+
+
+@dataclass
+class ReplayResult:
+    """Outcome of :func:`replay`.
+
+    Attributes
+    ----------
+    sent : int
+        Records acknowledged by the broker (``acks=all``).
+    skipped : int
+        Lines that could not be turned into a valid record.
+    failed : int
+        Records the producer could not deliver (errors from ``send`` or its future).
+    seconds : float
+        Wall-clock seconds from the first send to the final flush.
+    skipped_lines : list of (int, str)
+        ``(line number, reason)`` of the first 1000 skipped lines (line 1 is the CSV header).
+    errors : list of str
+        The first 1000 producer error messages.
+    """
+
+    sent: int = 0
+    skipped: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    skipped_lines: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+
+    @property
+    def events_per_s(self) -> float:
+        """Acknowledged records per second."""
+        return self.sent / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        """``"sent=… skipped=… failed=… seconds=… events_per_s=…"``."""
+        return (f"sent={self.sent} skipped={self.skipped} failed={self.failed} "
+                f"seconds={self.seconds:.3f} events_per_s={self.events_per_s:.1f}")
+
+
+class TokenBucket:
+    """Token-bucket pacer: at most ``rate`` acquisitions per second on average, bursts ≤ ``burst``.
+
+    Parameters
+    ----------
+    rate : float
+        Tokens per second, > 0.
+    burst : float, optional
+        Bucket capacity; default ``max(1, rate / 100)`` (≈ 10 ms of traffic).
+    clock, sleep : callables
+        Injected for tests (default :func:`time.monotonic`, :func:`time.sleep`).
+    """
+
+    def __init__(self, rate: float, burst: float | None = None, clock=time.monotonic, sleep=time.sleep) -> None:
+        check_param("TokenBucket", "rate", rate,
+                    isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0,
+                    "a float in the range (0, inf)")
+        self.rate = float(rate)
+        self.burst = float(burst) if burst is not None else max(1.0, self.rate / 100.0)
+        check_param("TokenBucket", "burst", burst, self.burst >= 1.0, "a float ≥ 1")
+        self._clock, self._sleep = clock, sleep
+        self._tokens = self.burst
+        self._last = clock()
+
+    def acquire(self) -> None:
+        """Take one token, sleeping until one is available."""
+        while True:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return
+            self._sleep((1.0 - self._tokens) / self.rate)
+
+
+# ---------------------------------------------------------------------------- reading
+def _num(cell: str, col: str) -> float:
+    try:
+        v = float(cell)
+    except ValueError:
+        raise InvalidInputError(f"column {col!r} must be a number; got {cell!r}") from None
+    if not math.isfinite(v):
+        raise InvalidInputError(f"column {col!r} must be finite; got {cell!r}")
+    return v
+
+
+def _ts(cell: str | None, default: float) -> float | str:
+    if cell is None or cell.strip() == "":
+        return default
+    try:
+        return float(cell)
+    except ValueError:
+        return cell.strip()  # ISO-8601; the contract check parses it
+
+
+def _group(row: dict, prefix: str) -> dict[str, str]:
+    return {k[len(prefix):]: (v or "").strip() for k, v in row.items() if k and k.startswith(prefix)}
+
+
+def _side(row: dict, side: str) -> dict:
+    cells = _group(row, side + ".")
+    rid = (row.get(f"{side}_id") or "").strip()
+    if cells and any(cells.values()):
+        ref: dict[str, Any] = {"features": {k: _num(v, f"{side}.{k}") for k, v in cells.items()}}
+        if rid:
+            ref["id"] = rid
+        return ref
+    if not rid:
+        raise InvalidInputError(f"{side} item has neither feature values ({side}.<feature>) nor {side}_id")
+    return {"id": rid}
+
+
+def _context(row: dict) -> dict | None:
+    cells = _group(row, "context.")
+    if not cells or not any(cells.values()):
+        return None
+    return {k: _num(v, f"context.{k}") for k, v in cells.items()}
+
+
+def _csv_record(row: dict, kind: str, line: int, stem: str, now: float) -> dict:
+    if None in row:
+        raise InvalidInputError("row has more cells than the header")
+    if kind == "preference":
+        out_cell = (row.get("outcome") or "").strip()
+        if not out_cell:
+            raise InvalidInputError("column 'outcome' is empty or missing")
+        try:
+            o = float(out_cell)
+        except ValueError:
+            raise InvalidInputError(f"column 'outcome' must be 1, -1 or 0; got {out_cell!r}") from None
+        rec: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "event_id": (row.get("event_id") or "").strip() or f"{stem}:{line}",
+            "timestamp": _ts(row.get("timestamp"), now),
+            "left": _side(row, "left"),
+            "right": _side(row, "right"),
+            "outcome": int(o) if o.is_integer() else o,
+        }
+        ctx = _context(row)
+        if ctx is not None:
+            rec["context"] = ctx
+        if (row.get("weight") or "").strip():
+            rec["weight"] = _num(row["weight"], "weight")
+        return rec
+    if kind == "click":
+        sid = (row.get("session_id") or "").strip()
+        if not sid:
+            raise InvalidInputError("column 'session_id' is empty or missing")
+        split = lambda c: [s.strip() for s in (row.get(c) or "").split("|") if s.strip()]
+        rec = {"schema_version": SCHEMA_VERSION, "session_id": sid, "timestamp": _ts(row.get("timestamp"), now),
+               "shown": [{"id": i} for i in split("shown")], "clicked": split("clicked")}
+        if (row.get("user_id") or "").strip():
+            rec["user_id"] = row["user_id"].strip()
+        ctx = _context(row)
+        if ctx is not None:
+            rec["context"] = ctx
+        if (row.get("weight") or "").strip():
+            rec["weight"] = _num(row["weight"], "weight")
+        return rec
+    # item
+    iid = (row.get("item_id") or "").strip()
+    if not iid:
+        raise InvalidInputError("column 'item_id' is empty or missing")
+    cells = {(k[len("features."):] if k.startswith("features.") else k): (v or "").strip()
+             for k, v in row.items() if k and k not in ("item_id", "timestamp", "schema_version")}
+    feats = None if not any(cells.values()) else {k: _num(v, k) for k, v in cells.items()}
+    rec = {"schema_version": SCHEMA_VERSION, "item_id": iid, "features": feats}
+    if (row.get("timestamp") or "").strip():
+        rec["timestamp"] = _ts(row["timestamp"], now)
+    return rec
+
+
+def _reject_constant(token: str):
+    raise InvalidInputError(f"non_finite: the JSON token {token} is not a finite number")
+
+
+def _why(exc: Exception) -> str:
+    return f"{exc.reason}: {exc.detail}" if isinstance(exc, DeadLetter) else str(exc)
+
+
+def _jsonl_record(text: str, kind: str, line: int, stem: str, now: float) -> Any:
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(f"not valid JSON: {exc}") from None
+    if isinstance(doc, dict):
+        doc.setdefault("schema_version", SCHEMA_VERSION)
+        if kind == "preference":
+            doc.setdefault("event_id", f"{stem}:{line}")
+        if kind in ("preference", "click"):
+            doc.setdefault("timestamp", now)
+    return doc
+
+
+def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, str | None]]:
+    """``(line number, record or None, skip reason or None)`` for every data line."""
+    check_param("iter_records", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidParameterError(f"Replay file {str(p)!r} does not exist or is not a file.")
+    suffix = p.suffix.lower()
+    if suffix not in _JSONL_SUFFIXES + (".csv",):
+        raise InvalidParameterError(f"Replay file must end in .csv, .jsonl, .ndjson or .json. Got {p.name!r} instead.")
+    stem, now = p.stem, time.time()
+    with open(p, encoding="utf-8", newline="", errors="surrogateescape") as fh:
+        if suffix == ".csv":
+            reader = csv.DictReader(fh)
+            if reader.fieldnames is None:
+                return
+            reader.fieldnames = [c.strip() for c in reader.fieldnames]
+            for row in reader:
+                line = reader.line_num
+                try:
+                    rec = _csv_record(row, kind, line, stem, now)
+                    validate_record(kind, rec)
+                except (InvalidInputError, DeadLetter) as exc:
+                    yield line, None, _why(exc)
+                    continue
+                yield line, rec, None
+        else:
+            for line, text in enumerate(fh, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    rec = _jsonl_record(text, kind, line, stem, now)
+                    validate_record(kind, rec)
+                except (InvalidInputError, DeadLetter) as exc:
+                    yield line, None, _why(exc)
+                    continue
+                yield line, rec, None
+
+
+def iter_records(path: str | Path, kind: str = "preference", on_error: str = "raise") -> Iterator[tuple[int, dict]]:
+    """Read contract records from a CSV or JSONL file (the batch mode; no Kafka).
+
+    Parameters
+    ----------
+    path : path
+        ``.csv`` (layout in the module docstring) or ``.jsonl``/``.ndjson``/``.json`` (one record
+        per line).
+    kind : {"preference", "click", "item"}
+    on_error : {"raise", "skip"}
+        What to do with a line that is not a valid record.
+
+    Yields
+    ------
+    (int, dict)
+        Line number (1-based; the CSV header is line 1) and a record valid against the contract
+        (item ids not resolved). Feed ``json.dumps(record).encode()`` to the ``parse_*``
+        functions, or use the dict directly.
+
+    Raises
+    ------
+    InvalidInputError
+        ``on_error="raise"`` and an invalid line (the message gives the line number and reason).
+    InvalidParameterError
+        Missing file, unknown suffix, ``kind`` or ``on_error``.
+    """
+    check_param("iter_records", "on_error", on_error, on_error in ("raise", "skip"), "'raise' or 'skip'")
+    for line, rec, why in _iter_raw(path, kind):
+        if rec is None:
+            if on_error == "raise":
+                raise InvalidInputError(f"{Path(path).name}, line {line}: {why}. Fix or remove the line, "
+                                        "or pass on_error='skip'.")
+            continue
+        yield line, rec
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as fh:
+            n = sum(buf.count(b"\n") for buf in iter(lambda: fh.read(1 << 20), b""))
+        return max(n - (1 if path.suffix.lower() == ".csv" else 0), 0)
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------------------- sending
+def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float | None = None,
+           kind: str = "preference", progress: bool = True, client_options: dict | None = None,
+           max_report: int = 20) -> ReplayResult:
+    """Send every valid record of ``path`` to ``topic`` and wait until the broker acknowledged them.
+
+    Parameters
+    ----------
+    path : path
+        CSV or JSONL file (layouts in the module docstring).
+    bootstrap : str or list of str
+        ``"host:port[,host:port]"`` of the Kafka cluster.
+    topic : str
+        Destination topic.
+    rate : float, optional
+        Target records per second (token bucket); ``None`` = as fast as possible.
+    kind : {"preference", "click", "item"}
+    progress : bool, default True
+        Show a tqdm progress bar on stderr and report the first ``max_report`` skipped lines.
+    client_options : dict, optional
+        Extra ``KafkaProducer`` keyword arguments (security options from
+        :meth:`stream.settings.Settings.kafka_client_options`, ``max_request_size``, …); they
+        override the defaults ``acks="all"``, ``linger_ms=20``, ``batch_size=262144``.
+    max_report : int, default 20
+        Skipped lines printed to stderr when ``progress`` is true.
+
+    Returns
+    -------
+    ReplayResult
+
+    Raises
+    ------
+    BrokerUnavailable
+        If no broker answers at ``bootstrap``.
+    InvalidParameterError
+        Bad ``kind``, ``rate``, missing or unsupported file.
+    """
+    from kafka import KafkaProducer
+    from kafka import errors as kerr
+
+    unreachable = tuple({getattr(kerr, "NoBrokersAvailable", kerr.KafkaTimeoutError), kerr.KafkaTimeoutError})
+
+    check_param("replay", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
+    if rate is not None:
+        check_param("replay", "rate", rate, isinstance(rate, (int, float)) and not isinstance(rate, bool)
+                    and math.isfinite(rate) and rate > 0, "a float in the range (0, inf) or None")
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidParameterError(f"Replay file {str(p)!r} does not exist or is not a file.")
+    servers = [s.strip() for s in bootstrap.split(",")] if isinstance(bootstrap, str) else list(bootstrap)
+    opts: dict[str, Any] = {"acks": "all", "linger_ms": 20, "batch_size": 262_144, "retries": 5,
+                            "max_in_flight_requests_per_connection": 1, "client_id": "prefstream-replay"}
+    opts.update(client_options or {})
+    opts["bootstrap_servers"] = servers
+    try:
+        producer = KafkaProducer(**opts)
+    except unreachable:
+        raise BrokerUnavailable(f"No Kafka broker answers at {','.join(servers)}; start the local one with "
+                                "`prefstream broker start` or pass the address of your cluster.") from None
+
+    res = ReplayResult()
+    lock = threading.Lock()
+
+    def ok(_md):
+        with lock:
+            res.sent += 1
+
+    def err(exc):
+        with lock:
+            res.failed += 1
+            if len(res.errors) < _MAX_REPORTED:
+                res.errors.append(f"{type(exc).__name__}: {exc}")
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=_count_lines(p), unit="ev", desc=f"replay {p.name} → {topic}", file=sys.stderr,
+                   dynamic_ncols=True)
+    bucket = TokenBucket(rate) if rate is not None else None
+    key_field = _KEY_FIELD[kind]
+    t0 = time.perf_counter()
+    try:
+        for line, rec, why in _iter_raw(p, kind):
+            if rec is None:
+                res.skipped += 1
+                if len(res.skipped_lines) < _MAX_REPORTED:
+                    res.skipped_lines.append((line, why))
+                if bar is not None and res.skipped <= max_report:
+                    bar.write(f"skipped line {line}: {why}", file=sys.stderr)
+                if bar is not None:
+                    bar.update(1)
+                continue
+            if bucket is not None:
+                bucket.acquire()
+            value = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("utf-8")
+            try:
+                fut = producer.send(topic, key=str(rec[key_field]).encode("utf-8"), value=value)
+            except Exception as exc:  # MessageSizeTooLarge, buffer timeout, serialisation …
+                err(exc)
+            else:
+                fut.add_callback(ok)
+                fut.add_errback(err)
+            if bar is not None:
+                bar.update(1)
+        producer.flush()
+    finally:
+        res.seconds = time.perf_counter() - t0
+        producer.close(timeout=10)
+        if bar is not None:
+            bar.close()
+    return res

@@ -1,0 +1,364 @@
+"""prefstream settings: one typed, documented field per option, each bound to ``PREFSTREAM_<NAME>``.
+
+Precedence (highest first)::
+
+    overrides (CLI flags)  >  environment (PREFSTREAM_<NAME>)  >  config file (TOML or JSON)  >  defaults
+
+Config file: a flat TOML (``.toml``, read with :mod:`tomllib`) or JSON (``.json``) mapping of
+field names to values, e.g.::
+
+    bootstrap_servers = "broker-1:9093,broker-2:9093"
+    security_protocol = "SASL_SSL"
+    sasl_mechanism = "SCRAM-SHA-512"
+    sasl_username = "prefstream"
+    models = ["linear-bt"]
+    snapshot_every_events = 5000
+
+    [model_params.linear-bt]
+    learning_rate = 0.05
+
+Environment values are strings: integers and floats as usual, booleans as ``1/0/true/false``,
+lists as comma-separated text or a JSON array, ``model_params`` as a JSON object; an empty
+string sets an optional field to ``None``. Unknown keys in the file or in the overrides, and
+values of the wrong type, raise :class:`~learners.exceptions.InvalidParameterError` naming the
+key, where it came from, and what was expected. Unknown ``PREFSTREAM_*`` environment variables
+are ignored (scripts use a few, e.g. ``PREFSTREAM_CACHE``).
+
+Examples
+--------
+>>> s = Settings.load(None, {"snapshot_every_events": 10}, environ={"PREFSTREAM_MODELS": "linear-bt,capacity"})
+>>> s.snapshot_every_events, s.models, s.topic_preferences
+(10, ['linear-bt', 'capacity'], 'prefstream.preferences')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from learners.exceptions import InvalidParameterError
+
+__all__ = ["ENV_PREFIX", "Settings", "default_data_dir"]
+
+ENV_PREFIX = "PREFSTREAM_"
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def default_data_dir() -> str:
+    """``$PREFSTREAM_DATA_DIR`` or ``<repo>/../shared/data`` (the bundled real data sets)."""
+    return os.environ.get("PREFSTREAM_DATA_DIR", str((_REPO / ".." / "shared" / "data").resolve()))
+
+
+def _default_state_dir() -> str:
+    cache = os.environ.get("PREFSTREAM_CACHE", str(Path.home() / ".cache" / "prefstream"))
+    return str(Path(cache) / "state")
+
+
+# kinds: "str", "opt_str", "int", "float", "list", "opt_list", "dict", "choice", "opt_choice"
+def _f(default: Any, doc: str, kind: str, *, lo: float | None = None, hi: float | None = None,
+       lo_open: bool = False, choices: tuple = (), secret: bool = False, factory=None):
+    meta = {"doc": doc, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices, "secret": secret}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta, repr=not secret)
+    return field(default=default, metadata=meta, repr=not secret)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All prefstream options. Build with :meth:`load`; each field's env var is ``PREFSTREAM_<FIELD>``.
+
+    Raises
+    ------
+    InvalidParameterError
+        From ``__post_init__`` if a field has the wrong type or is out of range.
+    """
+
+    # ----------------------------------------------------------------- Kafka connection
+    bootstrap_servers: str = _f("127.0.0.1:9092", "Comma-separated host:port list of Kafka brokers.", "str")
+    security_protocol: str = _f("PLAINTEXT", "Kafka security protocol.", "choice",
+                                choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    sasl_mechanism: str | None = _f(None, "SASL mechanism when security_protocol is SASL_*.", "opt_choice",
+                                    choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
+    sasl_username: str | None = _f(None, "SASL user name.", "opt_str")
+    sasl_password: str | None = _f(None, "SASL password (never printed; prefer the environment over files).", "opt_str",
+                                   secret=True)
+    ssl_cafile: str | None = _f(None, "PEM file of the CA that signed the brokers' certificates.", "opt_str")
+    client_id: str = _f("prefstream", "Kafka client.id prefix.", "str")
+    # ----------------------------------------------------------------------- topics
+    topic_preferences: str = _f("prefstream.preferences", "Preference events in (key event_id).", "str")
+    topic_clicks: str = _f("prefstream.clicks", "Click sessions in (key session_id).", "str")
+    topic_items: str = _f("prefstream.items", "Item catalog, compacted (key item_id).", "str")
+    topic_models: str = _f("prefstream.models", "Model snapshots, compacted (key model name).", "str")
+    topic_explain_requests: str = _f("prefstream.explain-requests", "Explain requests in.", "str")
+    topic_explanations: str = _f("prefstream.explanations", "Explanation records out (key request id).", "str")
+    topic_dead_letters: str = _f("prefstream.dead-letters", "Dead-letter records out.", "str")
+    consumer_group: str = _f("prefstream-learner", "Consumer group id of the learner workers.", "str")
+    # ----------------------------------------------------------------------- models
+    models: list = _f(None, "Models the learner trains (model_name values).", "list", factory=lambda: ["linear-bt"])
+    feature_names: list | None = _f(None, "Item feature names in model column order; None = from the first event.",
+                                    "opt_list")
+    context_names: list | None = _f(None, "Context feature names; None = from the first event.", "opt_list")
+    model_params: dict = _f(None, "Constructor keyword arguments per model: {model_name: {param: value}}.", "dict",
+                            factory=dict)
+    # -------------------------------------------------------------------- snapshots
+    snapshot_every_events: int = _f(1000, "Publish a snapshot after this many learned events.", "int", lo=1)
+    snapshot_every_seconds: float = _f(30.0, "...or after this many seconds with new events.", "float", lo=0,
+                                       lo_open=True)
+    max_snapshot_bytes: int = _f(8_388_608, "Largest snapshot (bytes); keep ≤ the model topic's max.message.bytes.",
+                                 "int", lo=1024)
+    # ----------------------------------------------------------------- explanations
+    explain_sample_rate: float = _f(0.05, "Fraction of preference events the explainer explains.", "float",
+                                    lo=0.0, hi=1.0)
+    explain_max_queue: int = _f(1000, "Pending explanations beyond this are dropped (and counted).", "int", lo=1)
+    seed: int = _f(0, "Seed of the explainer's sampling RNG.", "int", lo=0)
+    # ------------------------------------------------------------------- operations
+    metrics_port: int | None = _f(None, "Prometheus port for this worker; None = the role default below.",
+                                  "opt_int", lo=0, hi=65535)
+    learner_metrics_port: int = _f(9464, "Default Prometheus port of the learner worker.", "int", lo=0, hi=65535)
+    explainer_metrics_port: int = _f(9465, "Default Prometheus port of the explainer worker.", "int", lo=0, hi=65535)
+    max_message_bytes: int = _f(1_048_576, "Larger input messages are dead-lettered as oversize.", "int", lo=1)
+    data_dir: str = _f(None, "Directory of the bundled data sets (PREFSTREAM_DATA_DIR).", "str",
+                       factory=default_data_dir)
+    state_dir: str = _f(None, "Local worker state (Faust data dir).", "str", factory=_default_state_dir)
+    log_level: str = _f("INFO", "Python logging level.", "choice", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _coerce(f, getattr(self, f.name), "value"))
+        if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
+            raise InvalidParameterError(
+                f"security_protocol={self.security_protocol} needs sasl_mechanism (PREFSTREAM_SASL_MECHANISM), "
+                "e.g. 'PLAIN' or 'SCRAM-SHA-512'.")
+        for name, params in self.model_params.items():
+            if not isinstance(params, dict):
+                raise InvalidParameterError(
+                    f"model_params[{name!r}] must be a table/object of constructor arguments. Got {params!r} instead.")
+
+    # ------------------------------------------------------------------- loading
+    @classmethod
+    def env_var(cls, name: str) -> str:
+        """The environment variable bound to field ``name``: ``PREFSTREAM_<NAME>``."""
+        return ENV_PREFIX + name.upper()
+
+    @classmethod
+    def load(cls, config_file: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None,
+             environ: Mapping[str, str] | None = None) -> "Settings":
+        """Settings from defaults < config file < environment < overrides.
+
+        Parameters
+        ----------
+        config_file : path, optional
+            ``.toml`` or ``.json`` file of field values. ``None`` reads ``$PREFSTREAM_CONFIG`` if set.
+        overrides : dict, optional
+            Highest-precedence values, e.g. CLI flags; entries whose value is ``None`` are ignored
+            (flags not given).
+        environ : mapping, optional
+            Environment to read (default :data:`os.environ`).
+
+        Returns
+        -------
+        Settings
+
+        Raises
+        ------
+        InvalidParameterError
+            Unknown key in the file or overrides, a value of the wrong type or range, an
+            unreadable config file.
+        """
+        env = os.environ if environ is None else environ
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        if config_file is None:
+            config_file = env.get(ENV_PREFIX + "CONFIG") or None
+        if config_file is not None:
+            src = f"config file {os.fspath(config_file)}"
+            for k, v in _read_config(config_file).items():
+                f = _known(names, k, src)
+                values[k] = _coerce(f, v, src)
+        for name, f in names.items():
+            var = cls.env_var(name)
+            if var in env:
+                values[name] = _coerce(f, _from_env(f, env[var], var), f"environment variable {var}")
+        for k, v in (overrides or {}).items():
+            if v is None:
+                continue
+            f = _known(names, k, "overrides")
+            values[k] = _coerce(f, v, "overrides")
+        return cls(**values)
+
+    # ------------------------------------------------------------------- helpers
+    def port_for(self, role: str) -> int:
+        """Prometheus port of a worker ``role`` (``"learner"`` or ``"explainer"``)."""
+        if self.metrics_port is not None:
+            return self.metrics_port
+        if role not in ("learner", "explainer"):
+            raise InvalidParameterError(f"role must be 'learner' or 'explainer'. Got {role!r} instead.")
+        return self.learner_metrics_port if role == "learner" else self.explainer_metrics_port
+
+    def kafka_client_options(self) -> dict[str, Any]:
+        """Connection keyword arguments for kafka-python ``KafkaProducer``/``KafkaConsumer``/``KafkaAdminClient``."""
+        opts: dict[str, Any] = {
+            "bootstrap_servers": [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()],
+            "security_protocol": self.security_protocol,
+            "client_id": self.client_id,
+        }
+        if self.sasl_mechanism is not None:
+            opts["sasl_mechanism"] = self.sasl_mechanism
+        if self.sasl_username is not None:
+            opts["sasl_plain_username"] = self.sasl_username
+        if self.sasl_password is not None:
+            opts["sasl_plain_password"] = self.sasl_password
+        if self.ssl_cafile is not None:
+            opts["ssl_cafile"] = self.ssl_cafile
+        return opts
+
+    def faust_broker_url(self) -> str:
+        """``"kafka://h1:p1;kafka://h2:p2"`` for ``faust.App(broker=...)``."""
+        return ";".join(f"kafka://{s.strip()}" for s in self.bootstrap_servers.split(",") if s.strip())
+
+    def params_for(self, model_name: str) -> dict[str, Any]:
+        """Constructor keyword arguments configured for ``model_name`` (empty dict if none)."""
+        return dict(self.model_params.get(model_name, {}))
+
+    def as_dict(self, redact: bool = True) -> dict[str, Any]:
+        """All fields as a JSON-able dict; the SASL password shown as ``"***"`` unless ``redact`` is false."""
+        out = dataclasses.asdict(self)
+        if redact and out.get("sasl_password") is not None:
+            out["sasl_password"] = "***"
+        return out
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str, str]]:
+        """``(field, env var, default, doc)`` rows, for ``prefstream --help`` and the docs."""
+        rows = []
+        for f in dataclasses.fields(cls):
+            d = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            rows.append((f.name, cls.env_var(f.name), repr(d), f.metadata["doc"]))
+        return rows
+
+
+# ------------------------------------------------------------------------ internals
+def _known(names: dict, key: str, src: str):
+    if key not in names:
+        close = difflib.get_close_matches(key, list(names), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise InvalidParameterError(f"Unknown setting {key!r} in {src}.{hint} Known settings: {', '.join(sorted(names))}.")
+    return names[key]
+
+
+def _read_config(path) -> dict:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise InvalidParameterError(f"Cannot read config file {p}: {exc}.") from None
+    try:
+        if p.suffix.lower() == ".json":
+            doc = json.loads(data.decode("utf-8"))
+        elif p.suffix.lower() == ".toml":
+            doc = tomllib.loads(data.decode("utf-8"))
+        else:
+            raise InvalidParameterError(f"Config file {p} must end in .toml or .json. Got {p.suffix!r} instead.")
+    except (ValueError, UnicodeDecodeError) as exc:
+        if isinstance(exc, InvalidParameterError):
+            raise
+        raise InvalidParameterError(f"Config file {p} is not valid {p.suffix[1:].upper()}: {exc}.") from None
+    if not isinstance(doc, dict):
+        raise InvalidParameterError(f"Config file {p} must hold a table/object of settings.")
+    return doc
+
+
+def _from_env(f, text: str, var: str) -> Any:
+    """Environment string → Python value before type checks."""
+    kind = f.metadata["kind"]
+    t = text.strip()
+    if kind.startswith("opt_") and t == "":
+        return None
+    if kind in ("int", "opt_int"):
+        try:
+            return int(t)
+        except ValueError:
+            return text  # _coerce reports it
+    if kind == "float":
+        try:
+            return float(t)
+        except ValueError:
+            return text
+    if kind in ("list", "opt_list"):
+        if t.startswith("["):
+            try:
+                return json.loads(t)
+            except ValueError:
+                raise InvalidParameterError(f"{var} must be a comma-separated list or a JSON array. Got {text!r} instead.") from None
+        return [s.strip() for s in t.split(",") if s.strip()]
+    if kind == "dict":
+        try:
+            return json.loads(t) if t else {}
+        except ValueError:
+            raise InvalidParameterError(f"{var} must be a JSON object. Got {text!r} instead.") from None
+    return text
+
+
+def _coerce(f, v: Any, src: str) -> Any:
+    """Check (and lightly normalise) one value; raise the house message otherwise."""
+    m = f.metadata
+    kind = m["kind"]
+
+    def bad(expected: str):
+        shown = "***" if m["secret"] else repr(v)
+        return InvalidParameterError(
+            f"The {f.name!r} setting must be {expected}. Got {shown} instead (from {src}"
+            + ("" if src.startswith("environment") else f"; environment variable {Settings.env_var(f.name)}") + ").")
+
+    if v is None and (kind.startswith("opt_")):
+        return None
+    if kind in ("str", "opt_str"):
+        if not isinstance(v, str) or not v:
+            raise bad("a non-empty string")
+        return v
+    if kind in ("choice", "opt_choice"):
+        if not isinstance(v, str) or v.upper() not in m["choices"]:
+            raise bad(f"one of {m['choices']}")
+        return v.upper()
+    rng = ""
+    if m["lo"] is not None or m["hi"] is not None:
+        rng = f" in the range {'(' if m['lo_open'] else '['}{m['lo'] if m['lo'] is not None else '-inf'}, " \
+              (f"{m['hi']}]" if m['hi'] is not None else "inf)")
+    if kind in ("int", "opt_int"):
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            else:
+                raise bad("an integer" + rng)
+        if (m["lo"] is not None and v < m["lo"]) or (m["hi"] is not None and v > m["hi"]):
+            raise bad("an integer" + rng)
+        return v
+    if kind == "float":
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise bad("a finite number" + rng)
+        v = float(v)
+        lo, hi = m["lo"], m["hi"]
+        if (lo is not None and (v <= lo if m["lo_open"] else v < lo)) or (hi is not None and v > hi):
+            raise bad("a number" + rng)
+        return v
+    if kind in ("list", "opt_list"):
+        if isinstance(v, tuple):
+            v = list(v)
+        if not isinstance(v, list) or not all(isinstance(s, str) and s for s in v):
+            raise bad("a list of non-empty strings")
+        if kind == "list" and not v:
+            raise bad("a non-empty list of strings")
+        return list(v)
+    if kind == "dict":
+        if not isinstance(v, dict):
+            raise bad("a table/object mapping model names to parameter tables")
+        return {str(k): (dict(p) if isinstance(p, dict) else p) for k, p in v.items()}
+    raise AssertionError(f"unhandled kind {kind}")  # pragma: no cover - programming error
