@@ -73,7 +73,11 @@ EDIT_KEY="$(printf '%s\n' "$REPO" | cat - "$REPO/pyproject.toml" | sha256sum | c
 EDIT_MARK="$VENV/.editable-$EDIT_KEY"
 if [ ! -f "$EDIT_MARK" ]; then
   t0=$SECONDS
-  "$VENV/bin/python" -m pip install -q --no-deps -e "$REPO" >&2
+  if ! "$VENV/bin/python" -m pip install -q --no-deps -e "$REPO" > "$VENV/.editable.log" 2>&1; then
+    cat "$VENV/.editable.log" >&2
+    log "ERROR: pip install -e $REPO failed (see above)"
+    exit 1
+  fi
   rm -f "$VENV"/.editable-*
   touch "$EDIT_MARK"
   log "editable install of $REPO in $((SECONDS - t0)) s"

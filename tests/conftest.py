@@ -1,0 +1,144 @@
+"""Shared pytest fixtures for prefstream.
+
+Fixtures
+--------
+repo_root : pathlib.Path (session)
+    The checkout's root directory.
+data_dir : pathlib.Path (session)
+    ``$PREFSTREAM_DATA_DIR`` or ``<repo>/../shared/data`` (the real data sets).
+kafka_bootstrap : str (session)
+    Bootstrap address of a Kafka broker that answers: ``$PREFSTREAM_BOOTSTRAP`` or
+    ``127.0.0.1:9092``. Under ``CI=true`` an unreachable broker FAILS the tests that use it
+    (.ci/run starts the broker first). Locally, when the default local broker is not running,
+    it is started with :func:`stream.broker.start_broker` and stopped again at the end of the
+    session. Tests using it are marked ``kafka`` automatically (``-m "not kafka"`` skips them).
+kafka_options : dict (session)
+    kafka-python keyword arguments for that broker (bootstrap + ``PREFSTREAM_*`` security
+    options): ``KafkaProducer(**kafka_options)``.
+unique_topic : callable (function)
+    ``unique_topic(prefix="t", partitions=1, config=None) -> str`` creates a fresh topic whose
+    name no other test uses, waits until it has a leader, and deletes it after the test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_KAFKA_FIXTURES = {"kafka_bootstrap", "kafka_options", "unique_topic"}
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = Path(os.environ.get("PREFSTREAM_DATA_DIR", REPO_ROOT / ".." / "shared" / "data")).resolve()
+    if not path.is_dir():
+        pytest.fail(
+            f"data directory {path} not found: put the shared data sets beside the checkout "
+            "(../shared/data) or set PREFSTREAM_DATA_DIR=/path/to/data"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    from stream.broker import DEFAULT_BOOTSTRAP, BrokerError, kafka_client_options, wait_for_broker
+
+    opts = kafka_client_options()  # PREFSTREAM_* variables; bootstrap defaults to 127.0.0.1:9092
+    bootstrap = opts["bootstrap_servers"]
+    unreachable: BrokerError | None = None
+    try:
+        wait_for_broker(bootstrap, timeout=5, client_options=opts)
+    except BrokerError as exc:
+        unreachable = exc
+    if unreachable is None:
+        yield bootstrap
+        return
+    if _truthy(os.environ.get("CI")):
+        pytest.fail(
+            f"Kafka broker at {bootstrap} is not reachable under CI=true: {unreachable}\n"
+            ".ci/run must start it first (deploy/kafka/start.sh); see "
+            f"{os.environ.get('PREFSTREAM_CACHE', '~/.cache/prefstream')}/kafka/*/run/kafka.log",
+            pytrace=False,
+        )
+    if bootstrap != DEFAULT_BOOTSTRAP:
+        pytest.fail(
+            f"PREFSTREAM_BOOTSTRAP={bootstrap} does not answer: {unreachable}. Start that cluster, "
+            "or unset PREFSTREAM_BOOTSTRAP to use the local broker.",
+            pytrace=False,
+        )
+    from stream.broker import start_broker, stop_broker
+
+    try:
+        bootstrap = start_broker(timeout=120)
+    except BrokerError as exc:
+        pytest.fail(f"could not start the local Kafka broker: {exc}", pytrace=False)
+    try:
+        yield bootstrap
+    finally:
+        stop_broker()
+
+
+@pytest.fixture(scope="session")
+def kafka_options(kafka_bootstrap) -> dict:
+    from stream.broker import kafka_client_options
+
+    opts = kafka_client_options()
+    opts["bootstrap_servers"] = kafka_bootstrap
+    return opts
+
+
+@pytest.fixture
+def unique_topic(kafka_options, request):
+    from stream.broker import create_topics
+
+    created: list[str] = []
+    test_part = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60].strip("-")
+
+    def make(prefix: str = "t", partitions: int = 1, config: dict | None = None) -> str:
+        clean = re.sub(r"[^A-Za-z0-9._-]+", "-", prefix)[:60] or "t"
+        name = f"test.{clean}.{test_part}.{uuid.uuid4().hex[:10]}"
+        from stream.broker import TopicSpec
+
+        status = create_topics(
+            None,
+            {name: TopicSpec(partitions, dict(config or {}))},
+            client_options=kafka_options,
+        )
+        if status[name] != "created":
+            pytest.fail(f"topic {name} already existed ({status}); unique names must not collide")
+        created.append(name)
+        return name
+
+    yield make
+
+    if created:
+        from kafka.admin import KafkaAdminClient
+
+        try:
+            admin = KafkaAdminClient(client_id="prefstream-test-cleanup", **kafka_options)
+            try:
+                admin.delete_topics(created)
+            finally:
+                admin.close()
+        except Exception:  # cleanup is best effort; the topics are uniquely named anyway
+            pass
