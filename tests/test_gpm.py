@@ -1,0 +1,160 @@
+"""GPM / C-GPM / UPM invariants (paper 000, Section 2.1)."""
+
+import numpy as np
+import pytest
+
+from learners.exceptions import InvalidInputError, InvalidParameterError, NotFittedError, SnapshotError
+from learners.gpm import CGPM, GPM, UPM, log_loss, roc_auc
+from learners.kernels import pref_kernel, rbf_np
+from learners.state import dump_state, load_state
+
+FIX = dict(penalty=1e-4, lengthscale_multiplier=1.0)
+
+
+@pytest.fixture(scope="module")
+def duels():
+    """Intransitive duels: the winner is decided by feature 0 when both have feature 2 > 0, else by feature 1."""
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(300, 3)) * [1, 2, 1] + [0, 5, 0], rng.normal(size=(300, 3)) * [1, 2, 1] + [0, 5, 0]
+    dec = np.where((A[:, 2] > 0) & (B[:, 2] > 0), 0, 1)
+    y = np.where(A[np.arange(300), dec] > B[np.arange(300), dec], 1, -1)
+    return A, B, y
+
+
+def test_skew_symmetry_and_probabilities(duels):
+    A, B, y = duels
+    for cls in (GPM, UPM):
+        m = cls(["a", "b", "c"], **FIX).fit(A, B, y)
+        g = m.decision_function(A, B)
+        np.testing.assert_allclose(m.decision_function(B, A), -g, atol=1e-12)
+        np.testing.assert_allclose(m.predict_proba(A, B) + m.predict_proba(B, A), 1.0, atol=1e-12)
+        np.testing.assert_allclose(m.predict_proba(A, B), 1 / (1 + np.exp(-g)), atol=1e-12)
+        np.testing.assert_allclose(m.decision_function(A, A), 0.0, atol=1e-12)
+
+
+def test_gpm_decision_is_the_kernel_expansion(duels):
+    A, B, y = duels
+    m = GPM(["a", "b", "c"], **FIX).fit(A, B, y)
+    assert m.feature_names == ["a", "b", "c"] and m.lengthscales_.shape == (3,)
+    assert m.centres_left_.shape == m.centres_right_.shape == (m.alpha_.shape[0], 3)
+    g = pref_kernel(m.transform(A[:20]), m.transform(B[:20]), m.centres_left_, m.centres_right_, m.lengthscales_) @ m.alpha_
+    np.testing.assert_allclose(m.decision_function(A[:20], B[:20]), g, rtol=1e-10, atol=1e-12)
+
+
+def test_scaler_uses_training_items_only(duels):
+    A, B, y = duels
+    m = GPM(**FIX).fit(A[:200], B[:200], y[:200])
+    items = np.r_[A[:200], B[:200]]
+    np.testing.assert_allclose(m.scaler_mean_, items.mean(0))
+    np.testing.assert_allclose(m.transform(A), (A - items.mean(0)) / items.std(0))
+
+
+def test_both_orders_training_gives_the_same_model(duels):
+    A, B, y = duels
+    m1 = GPM(both_orders=True, n_centres=60, **FIX).fit(A, B, y)
+    m2 = GPM(both_orders=False, n_centres=60, **FIX).fit(A, B, y)
+    np.testing.assert_allclose(m1.centres_left_, m2.centres_left_)
+    np.testing.assert_allclose(m1.decision_function(A, B), m2.decision_function(A, B), rtol=1e-5, atol=1e-6)
+
+
+def test_gpm_beats_upm_on_intransitive_duels(duels):
+    A, B, y = duels
+    g = GPM(seed=1).fit(A[:240], B[:240], y[:240])
+    u = UPM(seed=1).fit(A[:240], B[:240], y[:240])
+    auc_g = roc_auc(y[240:], g.decision_function(A[240:], B[240:]))
+    auc_u = roc_auc(y[240:], u.decision_function(A[240:], B[240:]))
+    assert auc_g > 0.8 and auc_g > auc_u
+    assert g.penalty_ in g.penalty_grid and g.multiplier_ in g.multiplier_grid
+    assert len(g.cv_results_) == len(g.penalty_grid) * len(g.multiplier_grid)
+    best = max(g.cv_results_, key=lambda r: (r["val_auc"], -r["val_log_loss"]))
+    assert (best["penalty"], best["multiplier"]) == (g.penalty_, g.multiplier_)
+
+
+def test_upm_decision_is_utility_difference(duels):
+    A, B, y = duels
+    m = UPM(["a", "b", "c"], **FIX).fit(A, B, y)
+    np.testing.assert_allclose(m.decision_function(A, B), m.utility(A) - m.utility(B), rtol=1e-9, atol=1e-10)
+    f = (rbf_np(m.transform(A), m.centres_left_, m.lengthscales_) - rbf_np(m.transform(A), m.centres_right_, m.lengthscales_)) @ m.alpha_
+    np.testing.assert_allclose(m.utility(A), f, rtol=1e-10, atol=1e-12)
+
+
+def test_cgpm_with_constant_context_reduces_to_gpm(duels):
+    A, B, y = duels
+    U = np.full((A.shape[0], 2), 3.0)
+    c = CGPM(["a", "b", "c"], ["s", "t"], **FIX).fit(A, B, y, U)
+    g = GPM(["a", "b", "c"], **FIX).fit(A, B, y)
+    np.testing.assert_allclose(c.decision_function(A, B, U), g.decision_function(A, B), rtol=1e-9, atol=1e-10)
+    assert c.context_names == ["s", "t"] and c.context_lengthscales_.shape == (2,) and c.centres_context_.shape == (c.alpha_.shape[0], 2)
+    np.testing.assert_allclose(c.decision_function(B, A, U), -c.decision_function(A, B, U), atol=1e-12)
+
+
+def test_cgpm_uses_context(duels):
+    A, B, _ = duels
+    rng = np.random.default_rng(4)
+    U = rng.integers(0, 2, size=(A.shape[0], 1)).astype(float)
+    y = np.where(U[:, 0] == 1, np.sign(A[:, 0] - B[:, 0]), np.sign(B[:, 0] - A[:, 0])).astype(int)  # context flips the winner
+    c = CGPM(["a", "b", "c"], ["flip"], **FIX).fit(A[:240], B[:240], y[:240], U[:240])
+    g = GPM(["a", "b", "c"], **FIX).fit(A[:240], B[:240], y[:240])
+    assert roc_auc(y[240:], c.decision_function(A[240:], B[240:], U[240:])) > 0.9
+    assert roc_auc(y[240:], g.decision_function(A[240:], B[240:])) < 0.75
+
+
+def test_indifferences_are_dropped(duels):
+    A, B, y = duels
+    y0 = y.copy()
+    y0[:50] = 0
+    m = GPM(validation_fraction=0.0, **FIX).fit(A, B, y0)
+    assert m.n_train_ == 250
+
+
+def test_state_round_trip(duels):
+    A, B, y = duels
+    U = np.random.default_rng(1).normal(size=(A.shape[0], 1))
+    for m, args in [(GPM(["a", "b", "c"], **FIX).fit(A, B, y), ()), (UPM(**FIX).fit(A, B, y), ()),
+                    (CGPM(context_names=["u"], **FIX).fit(A, B, y, U), (U,))]:
+        st = load_state(dump_state(m.state_dict()))
+        m2 = type(m).from_state(st)
+        np.testing.assert_allclose(m2.decision_function(A, B, *args), m.decision_function(A, B, *args), rtol=1e-12)
+        assert m2.feature_names == m.feature_names and m2.model_version == m.model_version
+    with pytest.raises(SnapshotError):
+        GPM.from_state({"meta": {}, "arrays": {}})
+    with pytest.raises(SnapshotError):
+        UPM.from_state(GPM(**FIX).fit(A, B, y).state_dict())
+
+
+def test_metrics():
+    assert roc_auc([1, -1, 1, -1], [3, 1, 2, 0]) == 1.0
+    assert roc_auc([1, -1], [1, 1]) == 0.5
+    assert log_loss([1], [0.0]) == pytest.approx(np.log(2))
+
+
+def test_bad_input_raises(duels):
+    A, B, y = duels
+    m = GPM(**FIX)
+    with pytest.raises(InvalidInputError):
+        m.fit(A, B[:, :2], y)
+    with pytest.raises(InvalidInputError):
+        m.fit(A, B[:-1], y)
+    An = A.copy()
+    An[0, 0] = np.nan
+    with pytest.raises(InvalidInputError):
+        m.fit(An, B, y)
+    with pytest.raises(InvalidInputError):
+        m.fit(A[:0], B[:0], y[:0])
+    with pytest.raises(InvalidInputError):
+        m.fit(A, B, np.full_like(y, 2))
+    with pytest.raises(InvalidInputError):
+        m.fit(A, B, np.zeros_like(y))
+    with pytest.raises(InvalidInputError):
+        GPM(["a", "b"], **FIX).fit(A, B, y)
+    with pytest.raises(InvalidInputError):
+        CGPM(**FIX).fit(A, B, y)
+    with pytest.raises(InvalidInputError):
+        GPM(**FIX).fit(A, B, y, U=A)
+    with pytest.raises(InvalidParameterError):
+        GPM(penalty=-1.0).fit(A, B, y)
+    with pytest.raises(NotFittedError):
+        GPM().decision_function(A, B)
+    m.fit(A, B, y)
+    with pytest.raises(InvalidInputError):
+        m.decision_function(A[:, :2], B[:, :2])
