@@ -93,3 +93,28 @@ def test_errors_are_clear(tmp_path):
         load_dataset("nope")
     with pytest.raises(InvalidInputError, match="--data-dir"):
         resolve_data_dir(tmp_path, "definitely_missing_set")
+
+
+@pytest.mark.parametrize("name", ["train", "chameleons", "tennis", "cems", "mcda-esl", "pokemon"])
+def test_events_pass_the_contract(name):
+    """Clean data produce no dead letters: every event parses under the contract."""
+    import json
+
+    from stream.contract import parse_preference
+
+    ds = load_dataset(name)
+    n = min(len(ds), 3000)
+    for ev in ds.to_events(stop=n):
+        ex = parse_preference(json.dumps(ev).encode())
+        assert ex.outcome == ev["outcome"]
+        assert set(ex.left) == set(ds.feature_names)
+
+
+def test_click_sessions_pass_the_contract():
+    import json
+
+    from stream.contract import parse_click_session
+
+    log = load_dataset("open_bandit")
+    total = sum(len(parse_click_session(json.dumps(rec).encode())) for rec in log.click_sessions())
+    assert total == len(log.to_pairs())

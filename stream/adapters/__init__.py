@@ -229,10 +229,20 @@ class ClickLog:
             yield {"schema_version": 1, "item_id": iid,
                    "features": {f: float(v) for f, v in zip(self.feature_names, self.item_features[i])}}
 
-    def click_sessions(self) -> Iterator[dict]:
-        """Click-session records (``click_session.v1``)."""
+    def click_sessions(self, inline: bool = True) -> Iterator[dict]:
+        """Click-session records (``click_session.v1``).
+
+        Parameters
+        ----------
+        inline : bool
+            Shown items carry their features (self-contained records); with ``False`` they carry
+            only ids, resolved from the item topic (send :meth:`item_records` first).
+        """
+        index = {iid: i for i, iid in enumerate(self.item_ids)}
         for s in self.sessions:
-            yield {"schema_version": 1, **s}
+            shown = [{"id": iid, **({"features": {f: float(v) for f, v in zip(self.feature_names, self.item_features[index[iid]])}}
+                                    if inline else {})} for iid in s["shown"]]
+            yield {"schema_version": 1, **s, "shown": shown}
 
     def to_pairs(self) -> PairwiseDataset:
         """Expand sessions into pairs clicked ≻ shown-but-not-clicked (paper 000, App. B)."""
