@@ -1,0 +1,385 @@
+"""Online wrapper that keeps a window of recent pairs and periodically refits a GPM / C-GPM.
+
+Issue 4 item 5. The stream worker calls :meth:`RefittingGPM.learn_one` for each event (cheap: the
+pair is appended to a bounded sliding window or reservoir and the progressive log loss is fed to
+river's ``drift.ADWIN``), asks :meth:`RefittingGPM.wants_refit` (cheap) and, when true, runs
+:meth:`RefittingGPM.refit` in an executor thread. ``refit`` copies the window under a lock, fits a
+fresh :class:`learners.gpm.GPM` (or :class:`learners.gpm.CGPM`) in the calling thread — on CUDA when
+``torch.cuda.is_available()`` — and swaps it in atomically; ``learn_one`` / ``margin_one`` keep
+working meanwhile with the previous model. Before the first fit the margin is 0.0 (p = ½).
+
+Triggers (any of): ``refit_every`` events since the last refit started; ``refit_interval_s`` seconds
+since then; ADWIN (Bifet & Gavaldà 2007) detecting a change in the progressive (prequential) log loss
+``−log σ(y g)`` of the current model. The first fit happens once the window holds ``min_train``
+strict (y ≠ 0) pairs.
+
+Indifferent outcomes (y = 0) are counted but not stored (the GPM likelihood has no draws);
+``weight`` is accepted for API compatibility and ignored (documented limitation).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from learners.base import PreferenceLearner, check_outcome, dict_to_array
+from learners.exceptions import InvalidInputError, SnapshotError, check_param
+
+__all__ = ["RefittingCGPM", "RefittingGPM"]
+
+_DEFAULT_MODEL_PARAMS = {"penalty_grid": (1e-3, 1e-4, 1e-5, 1e-6), "multiplier_grid": (0.5, 1.0, 2.0),
+                         "validation_fraction": 0.1, "max_centres": 1000}
+
+
+class RefittingGPM(PreferenceLearner):
+    """A GPM refitted on a bounded window of recent pairs (C-GPM when ``context_names`` is given).
+
+    Parameters
+    ----------
+    feature_names : sequence of str
+        Item features, in array column order.
+    context_names : sequence of str, optional
+        Context features; when given the model is a C-GPM and ``model_name`` is ``"cgpm"``.
+    window_size : int, default=5000
+        Maximum number of stored pairs.
+    window : {"sliding", "reservoir"}, default="sliding"
+        Keep the most recent pairs, or a uniform reservoir sample of all pairs (Vitter's algorithm R).
+    refit_every : int or None, default=1000
+        Refit after this many events (None: never by count).
+    refit_interval_s : float or None, default=None
+        Refit when this many seconds passed since the last refit (None: never by time).
+    drift : bool, default=True
+        Refit when ADWIN fires on the progressive log loss.
+    adwin_delta : float, default=0.002
+        ADWIN confidence parameter.
+    min_train : int, default=50
+        Strict pairs needed before the first fit.
+    model_params : dict, optional
+        Keyword arguments of :class:`learners.gpm.GPM` (defaults: a 4 × 3 hold-out grid, ≤ 1000 centres).
+    device : str, optional
+        Torch device of the refit; None → "cuda" if available else "cpu".
+    seed : int, default=0
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> m = RefittingGPM(["a"], refit_every=100, min_train=100)
+    >>> for _ in range(100):
+    ...     xl, xr = {"a": rng.normal()}, {"a": rng.normal()}
+    ...     m.learn_one(xl, xr, 1 if xl["a"] > xr["a"] else -1)
+    >>> m.margin_one({"a": 1.0}, {"a": -1.0})
+    0.0
+    >>> m.wants_refit()
+    True
+    >>> info = m.refit()
+    >>> m.margin_one({"a": 1.0}, {"a": -1.0}) > 0
+    True
+    """
+
+    model_name = "gpm"
+
+    def __init__(self, feature_names: Sequence[str], context_names: Sequence[str] | None = None, window_size: int = 5000,
+                 window: str = "sliding", refit_every: int | None = 1000, refit_interval_s: float | None = None,
+                 drift: bool = True, adwin_delta: float = 0.002, min_train: int = 50, model_params: dict | None = None,
+                 device: str | None = None, seed: int = 0):
+        self.feature_names_in = list(feature_names)
+        self.context_names = None if context_names is None else list(context_names)
+        self.window_size = window_size
+        self.window = window
+        self.refit_every = refit_every
+        self.refit_interval_s = refit_interval_s
+        self.drift = drift
+        self.adwin_delta = adwin_delta
+        self.min_train = min_train
+        self.model_params = model_params
+        self.device = device
+        self.seed = seed
+        o = type(self).__name__
+        check_param(o, "feature_names", feature_names, len(self.feature_names_in) > 0 and len(set(self.feature_names_in)) == len(self.feature_names_in), "a non-empty list of distinct names")
+        check_param(o, "window_size", window_size, isinstance(window_size, int) and window_size >= 2, "an int >= 2")
+        check_param(o, "window", window, window in ("sliding", "reservoir"), "one of 'sliding', 'reservoir'")
+        check_param(o, "refit_every", refit_every, refit_every is None or (isinstance(refit_every, int) and refit_every >= 1), "None or an int >= 1")
+        check_param(o, "refit_interval_s", refit_interval_s, refit_interval_s is None or refit_interval_s > 0, "None or a float in (0, inf)")
+        check_param(o, "min_train", min_train, isinstance(min_train, int) and 2 <= min_train <= window_size, "an int in [2, window_size]")
+        check_param(o, "adwin_delta", adwin_delta, 0 < adwin_delta < 1, "a float in (0, 1)")
+        if self.context_names is not None:
+            self.model_name = "cgpm"
+        self._d = len(self.feature_names_in)
+        self._p = 0 if self.context_names is None else len(self.context_names)
+        self._lock = threading.Lock()
+        self._rng = np.random.default_rng(seed)
+        self._XL = np.zeros((window_size, self._d))
+        self._XR = np.zeros((window_size, self._d))
+        self._U = np.zeros((window_size, self._p))
+        self._y = np.zeros(window_size)
+        self._len = 0          # stored pairs
+        self._head = 0         # next slot (sliding window)
+        self._n_strict = 0     # strict pairs offered to the window so far (reservoir counter)
+        self._n_seen = 0
+        self._since = 0
+        self._last_refit_t = time.monotonic()
+        self._drift_flag = False
+        self._refitting = False
+        self._model = None
+        self._version = 0
+        self._adwin = self._new_adwin()
+        self._loss_sum, self._loss_n = 0.0, 0
+        self.last_refit_info: dict | None = None
+
+    # ------------------------------------------------------------ helpers
+    def _new_adwin(self):
+        from river import drift
+
+        return drift.ADWIN(delta=self.adwin_delta)
+
+    @property
+    def feature_names(self) -> list[str]:
+        return list(self.feature_names_in)
+
+    @property
+    def model(self):
+        """The current fitted :class:`~learners.gpm.GPM` / :class:`~learners.gpm.CGPM`, or None before the first fit."""
+        return self._model
+
+    @property
+    def model_version(self) -> int:
+        """Number of completed refits (0 before the first)."""
+        return self._version
+
+    @property
+    def n_window(self) -> int:
+        return self._len
+
+    @property
+    def n_seen(self) -> int:
+        return self._n_seen
+
+    @property
+    def progressive_log_loss(self) -> float:
+        """Mean prequential log loss of the current models on strict events (nan before any)."""
+        return self._loss_sum / self._loss_n if self._loss_n else float("nan")
+
+    def _arrays(self, x_left, x_right, context):
+        o = type(self).__name__
+        xl = dict_to_array(x_left, self.feature_names_in, o)
+        xr = dict_to_array(x_right, self.feature_names_in, o)
+        if self._p:
+            if context is None:
+                raise InvalidInputError(f"{o} ({self.model_name}) needs a context dict with keys {self.context_names}.")
+            u = dict_to_array(context, self.context_names, o)
+        else:
+            u = np.zeros(0)
+        return xl, xr, u
+
+    def _margin(self, model, xl, xr, u) -> float:
+        if model is None:
+            return 0.0
+        if self._p:
+            return float(model.decision_function(xl[None], xr[None], u[None])[0])
+        return float(model.decision_function(xl[None], xr[None])[0])
+
+    # ------------------------------------------------------------ learner API
+    def learn_one(self, x_left: Mapping[str, float], x_right: Mapping[str, float], y: int,
+                  context: Mapping[str, float] | None = None, weight: float = 1.0) -> None:
+        """Append one pair to the window and update the progressive loss / drift detector.
+
+        Raises
+        ------
+        InvalidInputError
+            Missing or non-finite features, missing context for a C-GPM, outcome outside {+1, −1, 0}.
+        """
+        y = check_outcome(y, type(self).__name__)
+        xl, xr, u = self._arrays(x_left, x_right, context)
+        self._n_seen += 1
+        self._since += 1
+        if y == 0:
+            return
+        model = self._model
+        if model is not None:
+            g = self._margin(model, xl, xr, u)
+            loss = min(10.0, float(np.logaddexp(0.0, -y * g)))
+            self._loss_sum += loss
+            self._loss_n += 1
+            if self.drift:
+                self._adwin.update(loss)
+                if self._adwin.drift_detected:
+                    self._drift_flag = True
+        with self._lock:
+            self._n_strict += 1
+            if self.window == "sliding":
+                slot = self._head
+                self._head = (self._head + 1) % self.window_size
+                self._len = min(self._len + 1, self.window_size)
+            elif self._len < self.window_size:
+                slot = self._len
+                self._len += 1
+            else:
+                j = int(self._rng.integers(0, self._n_strict))
+                if j >= self.window_size:
+                    return
+                slot = j
+            self._XL[slot], self._XR[slot], self._U[slot], self._y[slot] = xl, xr, u, y
+
+    def margin_one(self, x_left, x_right, context=None) -> float:
+        """g(x_left, x_right[, context]) from the current fitted model; 0.0 before the first fit."""
+        xl, xr, u = self._arrays(x_left, x_right, context)
+        return self._margin(self._model, xl, xr, u)
+
+    # ------------------------------------------------------------ refit protocol
+    def wants_refit(self) -> bool:
+        """True when a refit is due (count, time or drift trigger) and enough strict pairs are stored."""
+        if self._refitting or self._len < self.min_train:
+            return False
+        if self._model is None:
+            return True
+        if self.refit_every is not None and self._since >= self.refit_every:
+            return True
+        if self.refit_interval_s is not None and time.monotonic() - self._last_refit_t >= self.refit_interval_s:
+            return True
+        return bool(self._drift_flag)
+
+    def _resolve_device(self) -> str:
+        if self.device is not None:
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def refit(self) -> dict:
+        """Fit a fresh model on a copy of the window and swap it in atomically.
+
+        Returns
+        -------
+        dict
+            ``duration_s`` (float, s), ``n_train`` (int), ``val_auc`` (float, hold-out AUC of the
+            selected model), ``device`` (str), ``model_version`` (int), ``penalty``, ``multiplier``,
+            ``trigger`` ("first", "count", "time" or "drift").
+        """
+        from learners.gpm import CGPM, GPM
+
+        t0 = time.perf_counter()
+        with self._lock:
+            self._refitting = True
+            n = self._len
+            XL, XR, U, y = self._XL[:n].copy(), self._XR[:n].copy(), self._U[:n].copy(), self._y[:n].copy()
+            trigger = ("first" if self._model is None else "drift" if self._drift_flag else
+                       "count" if self.refit_every is not None and self._since >= self.refit_every else "time")
+            self._since = 0
+            self._drift_flag = False
+            self._last_refit_t = time.monotonic()
+        try:
+            device = self._resolve_device()
+            params = dict(_DEFAULT_MODEL_PARAMS)
+            params.update(self.model_params or {})
+            params.setdefault("dtype", "float32" if device.startswith("cuda") else "float64")
+            params["device"] = device
+            params["seed"] = int(self.seed) + self._version
+            if self._p:
+                model = CGPM(self.feature_names_in, self.context_names, **params).fit(XL, XR, y, U)
+            else:
+                model = GPM(self.feature_names_in, **params).fit(XL, XR, y)
+            model.model_version = self._version + 1
+            with self._lock:
+                self._model = model  # atomic reference swap
+                self._version += 1
+                self._adwin = self._new_adwin()
+        finally:
+            self._refitting = False
+        info = {"duration_s": time.perf_counter() - t0, "n_train": int(model.n_train_),
+                "val_auc": float(model.val_auc_), "device": device, "model_version": self._version,
+                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_), "trigger": trigger}
+        self.last_refit_info = info
+        return info
+
+    # ------------------------------------------------------------ state
+    def _params(self) -> dict:
+        return {"window_size": self.window_size, "window": self.window, "refit_every": self.refit_every,
+                "refit_interval_s": self.refit_interval_s, "drift": self.drift, "adwin_delta": self.adwin_delta,
+                "min_train": self.min_train, "model_params": _jsonable(self.model_params), "device": self.device,
+                "seed": self.seed}
+
+    def state_dict(self) -> dict:
+        """Meta (names, parameters, counters, fitted model meta) and float32 arrays (model + window).
+
+        The window is included so a restored learner can keep refitting; arrays are float32, so a
+        5000-pair window of 20 features plus 1000 centres takes well under 8 MB.
+        """
+        with self._lock:
+            n = self._len
+            order = np.arange(n) if (self.window != "sliding" or n < self.window_size) else (np.arange(n) + self._head) % n
+            arrays = {"window_left": self._XL[order].astype(np.float32), "window_right": self._XR[order].astype(np.float32),
+                      "window_context": self._U[order].astype(np.float32), "window_y": self._y[order].astype(np.int8)}
+            model = self._model
+        meta = {"model_name": self.model_name, "feature_names": self.feature_names, "context_names": self.context_names,
+                "params": self._params(), "model_version": self._version, "n_seen": self._n_seen,
+                "n_strict": self._n_strict, "fitted": model is not None, "model": None}
+        if model is not None:
+            ms = model.state_dict(float32=True)
+            meta["model"] = ms["meta"]
+            arrays.update({"model." + k: v for k, v in ms["arrays"].items()})
+        return {"meta": meta, "arrays": arrays}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "RefittingGPM":
+        """Rebuild from :meth:`state_dict` output (model, window and counters).
+
+        Raises
+        ------
+        SnapshotError
+            If the state is not a RefittingGPM state.
+        """
+        from learners.gpm import _PairModel
+
+        try:
+            meta, arr = state["meta"], state["arrays"]
+            if meta.get("model_name") not in ("gpm", "cgpm"):
+                raise SnapshotError(f"State holds model {meta.get('model_name')!r}, not 'gpm'/'cgpm'.")
+            p = dict(meta["params"])
+            klass = RefittingCGPM if meta["context_names"] is not None else RefittingGPM
+            obj = klass(meta["feature_names"], meta["context_names"], **p)
+            n = int(arr["window_y"].shape[0])
+            n = min(n, obj.window_size)
+            obj._XL[:n] = arr["window_left"][:n]
+            obj._XR[:n] = arr["window_right"][:n]
+            if obj._p:
+                obj._U[:n] = arr["window_context"][:n]
+            obj._y[:n] = arr["window_y"][:n]
+            obj._len, obj._head = n, n % obj.window_size
+            obj._n_seen, obj._n_strict = int(meta["n_seen"]), int(meta["n_strict"])
+            obj._version = int(meta["model_version"])
+            if meta["fitted"]:
+                marr = {k[len("model."):]: v for k, v in arr.items() if k.startswith("model.")}
+                obj._model = _PairModel.from_state({"meta": meta["model"], "arrays": marr})
+        except SnapshotError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SnapshotError(f"Not a RefittingGPM state dict: missing or malformed entry {exc}.") from None
+        return obj
+
+
+class RefittingCGPM(RefittingGPM):
+    """:class:`RefittingGPM` for context-dependent preferences (C-GPM); ``context_names`` is required."""
+
+    model_name = "cgpm"
+
+    def __init__(self, feature_names: Sequence[str], context_names: Sequence[str], **kwargs):
+        check_param("RefittingCGPM", "context_names", context_names, context_names is not None and len(context_names) > 0, "a non-empty list of context feature names")
+        super().__init__(feature_names, context_names, **kwargs)
+
+
+def _jsonable(d):
+    if d is None:
+        return None
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, tuple):
+            v = list(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        out[k] = v
+    return out
