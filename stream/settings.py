@@ -19,7 +19,9 @@ field names to values, e.g.::
 
 Environment values are strings: integers and floats as usual, booleans as ``1/0/true/false``,
 lists as comma-separated text or a JSON array, ``model_params`` as a JSON object; an empty
-string sets an optional field to ``None``. Unknown keys in the file or in the overrides, and
+string sets an optional field to ``None``. ``bootstrap_servers`` is also read from
+``PREFSTREAM_BOOTSTRAP`` (the name the broker scripts and test fixtures use);
+``PREFSTREAM_BOOTSTRAP_SERVERS`` wins when both are set. Unknown keys in the file or in the overrides, and
 values of the wrong type, raise :class:`~learners.exceptions.InvalidParameterError` naming the
 key, where it came from, and what was expected. Unknown ``PREFSTREAM_*`` environment variables
 are ignored (scripts use a few, e.g. ``PREFSTREAM_CACHE``).
@@ -63,8 +65,9 @@ def _default_state_dir() -> str:
 
 # kinds: "str", "opt_str", "int", "float", "list", "opt_list", "dict", "choice", "opt_choice"
 def _f(default: Any, doc: str, kind: str, *, lo: float | None = None, hi: float | None = None,
-       lo_open: bool = False, choices: tuple = (), secret: bool = False, factory=None):
-    meta = {"doc": doc, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices, "secret": secret}
+       lo_open: bool = False, choices: tuple = (), secret: bool = False, factory=None, aliases: tuple = ()):
+    meta = {"doc": doc, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices, "secret": secret,
+            "aliases": aliases}
     if factory is not None:
         return field(default_factory=factory, metadata=meta, repr=not secret)
     return field(default=default, metadata=meta, repr=not secret)
@@ -81,7 +84,9 @@ class Settings:
     """
 
     # ----------------------------------------------------------------- Kafka connection
-    bootstrap_servers: str = _f("127.0.0.1:9092", "Comma-separated host:port list of Kafka brokers.", "str")
+    bootstrap_servers: str = _f("127.0.0.1:9092", "Comma-separated host:port list of Kafka brokers "
+                                "(also read from PREFSTREAM_BOOTSTRAP, as deploy/ and stream.broker do).", "str",
+                                aliases=("PREFSTREAM_BOOTSTRAP",))
     security_protocol: str = _f("PLAINTEXT", "Kafka security protocol.", "choice",
                                 choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
     sasl_mechanism: str | None = _f(None, "SASL mechanism when security_protocol is SASL_*.", "opt_choice",
@@ -184,9 +189,10 @@ class Settings:
                 f = _known(names, k, src)
                 values[k] = _coerce(f, v, src)
         for name, f in names.items():
-            var = cls.env_var(name)
-            if var in env:
-                values[name] = _coerce(f, _from_env(f, env[var], var), f"environment variable {var}")
+            # the canonical PREFSTREAM_<NAME> wins over an alias (e.g. PREFSTREAM_BOOTSTRAP)
+            for var in (*f.metadata["aliases"][::-1], cls.env_var(name)):
+                if var in env:
+                    values[name] = _coerce(f, _from_env(f, env[var], var), f"environment variable {var}")
         for k, v in (overrides or {}).items():
             if v is None:
                 continue
@@ -330,8 +336,9 @@ def _coerce(f, v: Any, src: str) -> Any:
         return v.upper()
     rng = ""
     if m["lo"] is not None or m["hi"] is not None:
-        rng = f" in the range {'(' if m['lo_open'] else '['}{m['lo'] if m['lo'] is not None else '-inf'}, " \
-              (f"{m['hi']}]" if m['hi'] is not None else "inf)")
+        lo_txt = "-inf" if m["lo"] is None else m["lo"]
+        hi_txt = "inf)" if m["hi"] is None else f"{m['hi']}]"
+        rng = f" in the range {'(' if m['lo_open'] or m['lo'] is None else '['}{lo_txt}, {hi_txt}"
     if kind in ("int", "opt_int"):
         if isinstance(v, bool) or not isinstance(v, int):
             if isinstance(v, float) and v.is_integer():
