@@ -1,0 +1,328 @@
+"""Coalitions and Shapley-value solvers shared by the Shapley-type explainers.
+
+A *coalition* is a subset S ⊆ Ω = {0, …, d−1} of players, stored as a row of a boolean matrix
+``Z`` of shape (n_coalitions, d); integer ``i`` encodes the coalition whose bit ``j`` is set when
+player ``j`` is in S (the base-2 map of paper 000, Appendix A, Algorithm 2).
+
+Given the values ν(S) of a cooperative game on the rows of ``Z`` (for one or many games at once),
+:class:`CoalitionPlan` turns them into Shapley values, either
+
+* **exactly** by the Shapley formula (paper 000, Eq. 3) when all 2^d coalitions are enumerated, or
+* by **Kernel SHAP** regression (Lundberg & Lee 2017; paper 000, Algorithm 1 line 10) on
+  unique sampled coalitions (Algorithm 2) with the Shapley kernel weights
+  w(S) = (d−1) / (C(d,|S|) |S| (d−|S|)), solved as a weighted least-squares problem with a
+  Cholesky factorisation (Appendix A, "Stabilizing the Shapley value estimation") and the
+  efficiency axiom Σφ = ν(Ω) − ν(∅) imposed as an equality constraint (Lagrange multiplier).
+
+Everything here is model-agnostic numpy; the value functions live with each explainer.
+
+References
+----------
+Hu, Chau, Ferrando Huertas, Sejdinovic. *Explaining Preferences with Shapley Values*
+(paper 000), Section 2.2 Eq. 3, Algorithm 1, Appendix A Algorithm 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from learners.exceptions import BudgetError, InvalidInputError, check_param
+
+__all__ = [
+    "CoalitionPlan",
+    "all_coalitions",
+    "coalitions_from_integers",
+    "constrained_wls",
+    "exact_shapley",
+    "plan_coalitions",
+    "sample_unique_coalitions",
+    "shapley_kernel_weights",
+]
+
+#: Largest number of players for which coalitions are sampled as integers (Algorithm 2).
+_MAX_INT_PLAYERS = 62
+#: Largest number of players for which exact enumeration is ever attempted.
+_MAX_EXACT_PLAYERS = 24
+
+
+def coalitions_from_integers(ints, d: int) -> np.ndarray:
+    """Base-2 representation of coalition integers (paper 000, Algorithm 2, ``base2``).
+
+    Parameters
+    ----------
+    ints : array-like of int, shape (n,)
+        Integers in [0, 2^d).
+    d : int
+        Number of players.
+
+    Returns
+    -------
+    ndarray of shape (n, d), bool
+        Row ``i`` has column ``j`` set when bit ``j`` of ``ints[i]`` is 1.
+
+    Examples
+    --------
+    >>> coalitions_from_integers([0, 5], 3).astype(int).tolist()
+    [[0, 0, 0], [1, 0, 1]]
+    """
+    ints = np.asarray(ints, dtype=np.int64).reshape(-1)
+    bits = np.arange(d, dtype=np.int64)
+    return ((ints[:, None] >> bits[None, :]) & 1).astype(bool)
+
+
+def all_coalitions(d: int) -> np.ndarray:
+    """All 2^d coalitions, row ``i`` being the base-2 representation of ``i``.
+
+    Raises
+    ------
+    BudgetError
+        If ``d`` exceeds 24 (more than 16.7 million coalitions).
+    """
+    if d > _MAX_EXACT_PLAYERS:
+        raise BudgetError(f"Exact enumeration of 2^{d} coalitions is too large; "
+                          f"use at most {_MAX_EXACT_PLAYERS} players or sampled coalitions.")
+    return coalitions_from_integers(np.arange(2 ** d, dtype=np.int64), d)
+
+
+def shapley_kernel_weights(sizes, d: int) -> np.ndarray:
+    """Kernel SHAP weights w(s) = (d−1) / (C(d,s) s (d−s)); ``inf`` for s ∈ {0, d}.
+
+    Parameters
+    ----------
+    sizes : array-like of int
+        Coalition sizes |S|.
+    d : int
+        Number of players.
+
+    Returns
+    -------
+    ndarray of float64, same shape as ``sizes``.
+
+    Examples
+    --------
+    >>> shapley_kernel_weights([1, 2], 3).tolist()
+    [0.3333333333333333, 0.3333333333333333]
+    """
+    s = np.asarray(sizes, dtype=np.int64)
+    out = np.full(s.shape, np.inf)
+    inner = (s > 0) & (s < d)
+    binom = np.array([math.comb(d, int(k)) for k in s[inner].reshape(-1)], dtype=np.float64)
+    out[inner] = (d - 1) / (binom * s[inner] * (d - s[inner]))
+    return out
+
+
+def sample_unique_coalitions(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` distinct coalitions, excluding ∅ and Ω (paper 000, Appendix A, Algorithm 2).
+
+    Integers are drawn without replacement from [1, 2^d − 2] and converted to base 2, so every
+    proper non-empty coalition has the same inclusion probability and no pairwise comparison of
+    samples is needed. For d > 62 (integers overflow int64) binary rows are drawn i.i.d. and
+    de-duplicated instead.
+
+    Parameters
+    ----------
+    d : int
+        Number of players, d ≥ 2.
+    n : int
+        Number of coalitions, 1 ≤ n ≤ 2^d − 2.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of shape (n, d), bool
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``n`` is out of range.
+    """
+    check_param("sample_unique_coalitions", "d", d, isinstance(d, (int, np.integer)) and d >= 2, "an int >= 2")
+    n_proper = 2.0 ** d - 2
+    check_param("sample_unique_coalitions", "n", n, isinstance(n, (int, np.integer)) and 1 <= n <= n_proper,
+                f"an int in [1, 2^d - 2 = {n_proper:.0f}]")
+    if d <= _MAX_INT_PLAYERS:
+        ints = rng.choice(2 ** d - 2, size=n, replace=False) + 1
+        return coalitions_from_integers(np.sort(ints), d)
+    rows = np.zeros((0, d), dtype=bool)
+    while len(rows) < n:
+        draw = rng.random((2 * n, d)) < 0.5
+        draw = draw[(draw.any(axis=1)) & (~draw.all(axis=1))]
+        rows = np.unique(np.concatenate([rows, draw]), axis=0)
+    return rows[rng.permutation(len(rows))[:n]]
+
+
+def exact_shapley(values: np.ndarray, d: int) -> np.ndarray:
+    """Shapley values from the values of all 2^d coalitions (paper 000, Eq. 3).
+
+    φ_j = Σ_{S ⊆ Ω∖{j}} |S|!(d−|S|−1)!/d! · (ν(S ∪ {j}) − ν(S)).
+
+    Parameters
+    ----------
+    values : ndarray of shape (2^d,) or (2^d, n_games)
+        ``values[i]`` is ν of the coalition with integer code ``i`` (see :func:`all_coalitions`).
+    d : int
+
+    Returns
+    -------
+    ndarray of shape (d,) or (n_games, d)
+
+    Examples
+    --------
+    >>> v = np.array([0.0, 1.0, 2.0, 4.0])     # ν(∅), ν({0}), ν({1}), ν({0,1})
+    >>> exact_shapley(v, 2).tolist()
+    [1.5, 2.5]
+    """
+    v = np.asarray(values, dtype=np.float64)
+    one = v.ndim == 1
+    v = v.reshape(v.shape[0], -1)
+    if v.shape[0] != 2 ** d:
+        raise InvalidInputError(f"exact_shapley needs 2^d = {2 ** d} coalition values; got {v.shape[0]}.")
+    codes = np.arange(2 ** d, dtype=np.int64)
+    pop = np.array([bin(int(c)).count("1") for c in codes]) if d <= 12 else \
+        coalitions_from_integers(codes, d).sum(axis=1)
+    fact = [math.factorial(k) for k in range(d + 1)]
+    w = np.array([fact[s] * fact[d - s - 1] / fact[d] if s < d else 0.0 for s in range(d + 1)])
+    phi = np.empty((v.shape[1], d))
+    for j in range(d):
+        without = codes[((codes >> j) & 1) == 0]
+        phi[:, j] = (w[pop[without]][:, None] * (v[without | (1 << j)] - v[without])).sum(axis=0)
+    return phi[0] if one else phi
+
+
+def constrained_wls(Z: np.ndarray, y: np.ndarray, weights: np.ndarray, total: np.ndarray,
+                    jitter: float = 1e-10) -> np.ndarray:
+    """Weighted least squares with the efficiency constraint, by Cholesky (paper 000, Alg. 1 l.10).
+
+    Solves, for each game b,  min_φ Σ_i w_i (y_ib − z_iᵀφ)²  subject to  1ᵀφ = total_b,
+    i.e. φ = A⁻¹(b − μ 1) with A = ZᵀWZ, b = ZᵀW y and μ = (1ᵀA⁻¹b − total)/(1ᵀA⁻¹1).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n_coalitions, d), bool or {0, 1}
+        Coalitions, excluding ∅ and Ω.
+    y : ndarray of shape (n_coalitions, n_games)
+        ν(S) − ν(∅) for every coalition and game.
+    weights : ndarray of shape (n_coalitions,)
+        Positive regression weights (Kernel SHAP weights).
+    total : ndarray of shape (n_games,)
+        ν(Ω) − ν(∅) per game.
+    jitter : float
+        Relative ridge added to A's diagonal (times its mean diagonal) only if A is not
+        numerically positive definite (too few coalitions to identify every player).
+
+    Returns
+    -------
+    ndarray of shape (n_games, d), float64
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64).reshape(Z.shape[0], -1)
+    w = np.asarray(weights, dtype=np.float64)
+    total = np.asarray(total, dtype=np.float64).reshape(-1)
+    d = Z.shape[1]
+    A = Z.T @ (w[:, None] * Z)
+    b = Z.T @ (w[:, None] * y)
+    scale = float(np.mean(np.diag(A))) or 1.0
+    for eps in (0.0, jitter, 1e-8, 1e-6, 1e-4):
+        try:
+            c = scipy.linalg.cho_factor(A + eps * scale * np.eye(d), lower=True, check_finite=False)
+            break
+        except np.linalg.LinAlgError:
+            continue
+    else:  # pragma: no cover - A + 1e-4·scale·I is always positive definite
+        raise InvalidInputError("Kernel SHAP normal equations are singular; increase max_coalitions.")
+    Ainv_b = scipy.linalg.cho_solve(c, b, check_finite=False)
+    Ainv_1 = scipy.linalg.cho_solve(c, np.ones(d), check_finite=False)
+    mu = (Ainv_b.sum(axis=0) - total) / Ainv_1.sum()
+    return (Ainv_b - Ainv_1[:, None] * mu[None, :]).T
+
+
+@dataclass
+class CoalitionPlan:
+    """The coalitions a Shapley estimate evaluates, and how it turns values into φ.
+
+    Attributes
+    ----------
+    d : int
+        Number of players.
+    masks : ndarray of shape (n_coalitions, d), bool
+        Rows to evaluate. ``exact``: all 2^d coalitions in integer order. Sampled: row 0 is ∅,
+        row 1 is Ω, then the sampled coalitions.
+    exact : bool
+    """
+
+    d: int
+    masks: np.ndarray
+    exact: bool
+
+    @property
+    def n_coalitions(self) -> int:
+        """Number of coalitions evaluated (including ∅ and Ω)."""
+        return int(self.masks.shape[0])
+
+    @property
+    def empty_index(self) -> int:
+        """Row of ∅ in :attr:`masks`."""
+        return 0
+
+    @property
+    def full_index(self) -> int:
+        """Row of Ω in :attr:`masks`."""
+        return self.n_coalitions - 1 if self.exact else 1
+
+    def solve(self, values: np.ndarray) -> np.ndarray:
+        """Shapley values of the games whose coalition values are ``values``.
+
+        Parameters
+        ----------
+        values : ndarray of shape (n_coalitions, n_games)
+
+        Returns
+        -------
+        ndarray of shape (n_games, d); each row sums to ν(Ω) − ν(∅) (efficiency).
+        """
+        v = np.asarray(values, dtype=np.float64).reshape(self.n_coalitions, -1)
+        if self.exact:
+            return exact_shapley(v, self.d)
+        v0, v1 = v[0], v[1]
+        Z = self.masks[2:]
+        w = shapley_kernel_weights(Z.sum(axis=1), self.d)
+        return constrained_wls(Z, v[2:] - v0[None, :], w, v1 - v0)
+
+
+def plan_coalitions(d: int, max_coalitions: int = 2048, rng: np.random.Generator | None = None) -> CoalitionPlan:
+    """Exact enumeration when 2^d ≤ ``max_coalitions``, else ∅, Ω and unique sampled coalitions.
+
+    Parameters
+    ----------
+    d : int
+        Number of players (≥ 1).
+    max_coalitions : int
+        Coalition budget (≥ 4 when sampling is needed; ∅ and Ω count towards it).
+    rng : numpy.random.Generator, optional
+        Source of randomness for sampling (``default_rng(0)`` if omitted).
+
+    Returns
+    -------
+    CoalitionPlan
+
+    Examples
+    --------
+    >>> p = plan_coalitions(3, 64)
+    >>> p.exact, p.n_coalitions
+    (True, 8)
+    >>> plan_coalitions(10, 100).n_coalitions
+    100
+    """
+    check_param("plan_coalitions", "d", d, isinstance(d, (int, np.integer)) and d >= 1, "an int >= 1")
+    check_param("plan_coalitions", "max_coalitions", max_coalitions,
+                isinstance(max_coalitions, (int, np.integer)) and max_coalitions >= 4, "an int >= 4")
+    if d <= _MAX_EXACT_PLAYERS and 2 ** d <= max_coalitions:
+        return CoalitionPlan(d=d, masks=all_coalitions(d), exact=True)
+    rng = np.random.default_rng(0) if rng is None else rng
+    sampled = sample_unique_coalitions(d, int(min(max_coalitions - 2, 2.0 ** d - 2)), rng)
+    masks = np.concatenate([np.zeros((1, d), bool), np.ones((1, d), bool), sampled])
+    return CoalitionPlan(d=d, masks=masks, exact=False)
