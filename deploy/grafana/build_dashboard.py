@@ -1,0 +1,203 @@
+"""Generate deploy/grafana/prefstream-dashboard.json (run: python deploy/grafana/build_dashboard.py).
+
+The dashboard shows exactly the prefstream worker metrics listed in ``METRICS`` (the names are
+fixed; ``stream/metrics.py`` creates them). tests/test_prometheus.py checks that the committed
+JSON equals this script's output and uses no other metric.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+OUT = Path(__file__).with_name("prefstream-dashboard.json")
+
+#: metric -> type, as exposed (counters with _total)
+METRICS = {
+    "prefstream_events_consumed_total": "counter",
+    "prefstream_events_learned_total": "counter",
+    "prefstream_dead_letters_total": "counter",
+    "prefstream_learn_latency_seconds": "histogram",
+    "prefstream_model_version": "gauge",
+    "prefstream_progressive_accuracy": "gauge",
+    "prefstream_progressive_log_loss": "gauge",
+    "prefstream_progressive_roc_auc": "gauge",
+    "prefstream_explanations_total": "counter",
+    "prefstream_explanation_latency_seconds": "histogram",
+    "prefstream_explanations_skipped_total": "counter",
+    "prefstream_refit_duration_seconds": "histogram",
+    "prefstream_refit_training_size": "gauge",
+    "prefstream_refit_validation_auc": "gauge",
+    "prefstream_consumer_lag": "gauge",
+    "prefstream_capacity_nonzero_masses": "gauge",
+    "prefstream_capacity_constraint_violation": "gauge",
+    "prefstream_capacity_regret_proxy": "gauge",
+}
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+M = 'model=~"$model"'
+RI = "$__rate_interval"
+
+
+def target(expr: str, legend: str, ref: str) -> dict:
+    return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref, "range": True}
+
+
+def quantiles(metric: str, label: str, selector: str = "") -> list[dict]:
+    sel = "{" + selector + "}" if selector else ""
+    return [
+        target(
+            f"histogram_quantile({q}, sum by (le, {label}) (rate({metric}_bucket{sel}[{RI}])))",
+            f"p{int(q * 100)} {{{{{label}}}}}",
+            ref,
+        )
+        for q, ref in ((0.5, "A"), (0.99, "B"))
+    ]
+
+
+class Layout:
+    def __init__(self) -> None:
+        self.panels: list[dict] = []
+        self.y = 0
+        self.x = 0
+        self.next_id = 1
+
+    def row(self, title: str) -> None:
+        if self.x:
+            self.y += 8
+            self.x = 0
+        self.panels.append({"type": "row", "title": title, "id": self.next_id, "collapsed": False,
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": []})
+        self.next_id += 1
+        self.y += 1
+
+    def panel(self, title: str, targets: list[dict], unit: str = "short", kind: str = "timeseries",
+              description: str = "", w: int = 8, minv=None, maxv=None) -> None:
+        if self.x + w > 24:
+            self.y += 8
+            self.x = 0
+        defaults: dict = {"unit": unit}
+        if minv is not None:
+            defaults["min"] = minv
+        if maxv is not None:
+            defaults["max"] = maxv
+        p = {
+            "type": kind,
+            "title": title,
+            "description": description,
+            "id": self.next_id,
+            "datasource": DS,
+            "gridPos": {"h": 8, "w": w, "x": self.x, "y": self.y},
+            "targets": targets,
+            "fieldConfig": {"defaults": defaults, "overrides": []},
+            "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                        "tooltip": {"mode": "multi", "sort": "none"}}
+            if kind == "timeseries" else {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                                          "colorMode": "value", "graphMode": "area", "textMode": "auto"},
+        }
+        self.panels.append(p)
+        self.next_id += 1
+        self.x += w
+
+
+def build() -> dict:
+    L = Layout()
+    L.row("Ingest")
+    L.panel("Events consumed / s by topic",
+            [target(f"sum by (topic) (rate(prefstream_events_consumed_total[{RI}]))", "{{topic}}", "A")],
+            "ops", description="Input messages read (valid or not): prefstream_events_consumed_total.")
+    L.panel("Dead letters / s by reason",
+            [target(f"sum by (reason) (rate(prefstream_dead_letters_total[{RI}]))", "{{reason}}", "A")],
+            "ops", description="Messages routed to prefstream.dead-letters: prefstream_dead_letters_total.")
+    L.panel("Consumer lag by topic/partition",
+            [target("sum by (topic, partition) (prefstream_consumer_lag)", "{{topic}}[{{partition}}]", "A")],
+            "short", description="High watermark minus next offset: prefstream_consumer_lag.", minv=0)
+
+    L.row("Online learning")
+    L.panel("Events learned / s by model",
+            [target(f"sum by (model) (rate(prefstream_events_learned_total{{{M}}}[{RI}]))", "{{model}}", "A")],
+            "ops", description="prefstream_events_learned_total.")
+    L.panel("learn_one latency (p50, p99)", quantiles("prefstream_learn_latency_seconds", "model", M),
+            "s", description="prefstream_learn_latency_seconds histogram.")
+    L.panel("Model version", [target(f"max by (model) (prefstream_model_version{{{M}}})", "{{model}}", "A")],
+            "none", kind="stat", description="Latest published/loaded snapshot: prefstream_model_version.")
+    L.panel("Progressive accuracy",
+            [target(f"max by (model) (prefstream_progressive_accuracy{{{M}}})", "{{model}}", "A")],
+            "percentunit", minv=0, maxv=1, description="Predict-then-learn accuracy: prefstream_progressive_accuracy.")
+    L.panel("Progressive log loss",
+            [target(f"max by (model) (prefstream_progressive_log_loss{{{M}}})", "{{model}}", "A")],
+            "none", minv=0, description="Predict-then-learn log loss (nats): prefstream_progressive_log_loss.")
+    L.panel("Progressive ROC AUC",
+            [target(f"max by (model) (prefstream_progressive_roc_auc{{{M}}})", "{{model}}", "A")],
+            "none", minv=0, maxv=1, description="Predict-then-learn ROC AUC: prefstream_progressive_roc_auc.")
+
+    L.row("Batch refit (GPM)")
+    L.panel("Refit duration (p50, p99)", quantiles("prefstream_refit_duration_seconds", "model", M),
+            "s", description="prefstream_refit_duration_seconds histogram.")
+    L.panel("Refit training size",
+            [target(f"max by (model) (prefstream_refit_training_size{{{M}}})", "{{model}}", "A")],
+            "short", minv=0, description="prefstream_refit_training_size.")
+    L.panel("Refit validation AUC",
+            [target(f"max by (model) (prefstream_refit_validation_auc{{{M}}})", "{{model}}", "A")],
+            "none", minv=0, maxv=1, description="prefstream_refit_validation_auc.")
+
+    L.row("Explanations")
+    L.panel("Explanations / s by method",
+            [target(f"sum by (method) (rate(prefstream_explanations_total[{RI}]))", "{{method}}", "A")],
+            "ops", description="prefstream_explanations_total.")
+    L.panel("Explanation latency (p50, p99)", quantiles("prefstream_explanation_latency_seconds", "method"),
+            "s", description="prefstream_explanation_latency_seconds histogram.")
+    L.panel("Explanations skipped / s by reason",
+            [target(f"sum by (reason) (rate(prefstream_explanations_skipped_total[{RI}]))", "{{reason}}", "A")],
+            "ops", description="prefstream_explanations_skipped_total.")
+
+    L.row("Capacity learner (Choquet, RDA / ADMM-RDA)")
+    L.panel("Non-zero Möbius masses",
+            [target(f"max by (model) (prefstream_capacity_nonzero_masses{{{M}}})", "{{model}}", "A")],
+            "short", minv=0, description="prefstream_capacity_nonzero_masses.")
+    L.panel("Capacity constraint violation",
+            [target(f"max by (model) (prefstream_capacity_constraint_violation{{{M}}})", "{{model}}", "A")],
+            "none", minv=0, description="prefstream_capacity_constraint_violation.")
+    L.panel("Regret proxy",
+            [target(f"max by (model) (prefstream_capacity_regret_proxy{{{M}}})", "{{model}}", "A")],
+            "none", description="prefstream_capacity_regret_proxy.")
+
+    return {
+        "__inputs": [],
+        "annotations": {"list": []},
+        "description": "prefstream learner and explainer workers (deploy/prometheus/prometheus.yml scrapes them)",
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [],
+        "panels": L.panels,
+        "refresh": "10s",
+        "schemaVersion": 39,
+        "tags": ["prefstream", "kafka", "online-learning"],
+        "templating": {"list": [
+            {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
+             "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []},
+            {"name": "model", "label": "model", "type": "query", "datasource": DS,
+             "definition": "label_values(prefstream_events_learned_total, model)",
+             "query": {"query": "label_values(prefstream_events_learned_total, model)", "refId": "model"},
+             "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0,
+             "refresh": 2, "regex": "", "sort": 1, "options": []},
+        ]},
+        "time": {"from": "now-30m", "to": "now"},
+        "timepicker": {},
+        "timezone": "browser",
+        "title": "prefstream",
+        "uid": "prefstream-workers",
+        "version": 1,
+        "weekStart": "",
+    }
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    OUT.write_text(render(), encoding="utf-8")
+    print(f"wrote {OUT}")

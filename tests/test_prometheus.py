@@ -1,0 +1,246 @@
+"""Prometheus scrape of a worker-style metrics endpoint, and the Grafana dashboard's metric names.
+
+``test_prometheus_scrapes_worker_metrics`` starts a real Prometheus (Debian's ``prometheus``
+package, through deploy/prometheus/start.sh with the real deploy/prometheus/prometheus.yml)
+on a free loopback port. It scrapes an endpoint served by ``prometheus_client.start_http_server``
+in this process with the workers' own registry (``stream.metrics.build_metrics``), and the
+test reads the counter back through Prometheus's HTTP query API.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PROM_DIR = REPO / "deploy" / "prometheus"
+DASHBOARD = REPO / "deploy" / "grafana" / "prefstream-dashboard.json"
+
+#: The fixed worker metric names (issue 2, item 5) and their Prometheus types.
+FIXED_METRICS = {
+    "prefstream_events_consumed_total": "counter",
+    "prefstream_events_learned_total": "counter",
+    "prefstream_dead_letters_total": "counter",
+    "prefstream_learn_latency_seconds": "histogram",
+    "prefstream_model_version": "gauge",
+    "prefstream_progressive_accuracy": "gauge",
+    "prefstream_progressive_log_loss": "gauge",
+    "prefstream_progressive_roc_auc": "gauge",
+    "prefstream_explanations_total": "counter",
+    "prefstream_explanation_latency_seconds": "histogram",
+    "prefstream_explanations_skipped_total": "counter",
+    "prefstream_refit_duration_seconds": "histogram",
+    "prefstream_refit_training_size": "gauge",
+    "prefstream_refit_validation_auc": "gauge",
+    "prefstream_consumer_lag": "gauge",
+    "prefstream_capacity_nonzero_masses": "gauge",
+    "prefstream_capacity_constraint_violation": "gauge",
+    "prefstream_capacity_regret_proxy": "gauge",
+}
+_METRIC_RE = re.compile(r"\bprefstream_[a-z0-9_]+")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dashboard_exprs(dash: dict) -> list[str]:
+    exprs = []
+    for panel in dash["panels"]:
+        for t in panel.get("targets", []):
+            exprs.append(t["expr"])
+        for sub in panel.get("panels", []):  # collapsed rows keep their panels inside
+            exprs.extend(t["expr"] for t in sub.get("targets", []))
+    return exprs
+
+
+def _base_metric(name: str) -> str:
+    """Map a histogram's series (_bucket/_sum/_count) back to the metric name."""
+    for suffix in ("_bucket", "_sum", "_count"):
+        base = name[: -len(suffix)]
+        if name.endswith(suffix) and FIXED_METRICS.get(base) == "histogram":
+            return base
+    return name
+
+
+def _query(base_url: str, promql: str) -> dict:
+    url = f"{base_url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.load(resp)
+
+
+def _metrics_registry():
+    """The workers' registry if stream.metrics provides it, else an equivalent counter."""
+    try:
+        from stream.metrics import build_metrics
+    except ImportError:
+        build_metrics = None
+    if build_metrics is not None:
+        m = build_metrics()
+        return m.registry, m.events_consumed
+    from prometheus_client import CollectorRegistry, Counter
+
+    reg = CollectorRegistry()
+    return reg, Counter("prefstream_events_consumed", "Input messages consumed.", ["topic"], registry=reg)
+
+
+# ------------------------------------------------------------------ real Prometheus server
+
+
+@pytest.mark.prometheus
+def test_prometheus_scrapes_worker_metrics(tmp_path):
+    if shutil.which("prometheus") is None:
+        msg = "Debian's prometheus is not installed (apt-get install -y prometheus; .ci/run does it)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    from prometheus_client import start_http_server
+
+    registry, consumed = _metrics_registry()
+    consumed.labels(topic="prefstream.preferences").inc(42)
+    metrics_port = _free_port()
+    server, thread = start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
+
+    prom_port = _free_port()
+    env = dict(
+        os.environ,
+        PREFSTREAM_PROMETHEUS_PORT=str(prom_port),
+        PREFSTREAM_PROMETHEUS_RUN=str(tmp_path / "prom"),
+        PREFSTREAM_LEARNER_METRICS_PORT=str(metrics_port),
+        PREFSTREAM_EXPLAINER_METRICS_PORT=str(_free_port()),  # nothing listens there: up == 0
+    )
+    try:
+        start = subprocess.run(["bash", str(PROM_DIR / "start.sh")], env=env, capture_output=True,
+                               text=True, timeout=60)
+        assert start.returncode == 0, f"deploy/prometheus/start.sh failed:\n{start.stderr}"
+        base = start.stdout.strip().splitlines()[-1]
+        assert base == f"http://127.0.0.1:{prom_port}"
+
+        def wait_for(promql, predicate, timeout_s=45.0):
+            deadline = time.monotonic() + timeout_s
+            last = None
+            while time.monotonic() < deadline:
+                last = _query(base, promql)
+                assert last["status"] == "success", last
+                if predicate(last["data"]["result"]):
+                    return last["data"]["result"]
+                time.sleep(0.5)
+            pytest.fail(f"Prometheus never returned the expected result for {promql!r}; last: {last}")
+
+        # scrape_interval is 5 s in deploy/prometheus/prometheus.yml
+        result = wait_for("prefstream_events_consumed_total", lambda r: len(r) > 0)
+        assert len(result) == 1
+        sample = result[0]
+        assert sample["metric"]["__name__"] == "prefstream_events_consumed_total"
+        assert sample["metric"]["topic"] == "prefstream.preferences"
+        assert sample["metric"]["job"] == "prefstream-learner"
+        assert sample["metric"]["role"] == "learner"
+        assert float(sample["value"][1]) == 42.0
+
+        # a later scrape sees the new value
+        consumed.labels(topic="prefstream.preferences").inc(8)
+        result = wait_for("prefstream_events_consumed_total",
+                          lambda r: r and float(r[0]["value"][1]) == 50.0)
+        assert float(result[0]["value"][1]) == 50.0
+
+        ups = wait_for("up", lambda r: len(r) == 2)
+        assert {u["metric"]["job"]: u["value"][1] for u in ups} == {
+            "prefstream-learner": "1", "prefstream-explainer": "0"}
+
+        # every dashboard expression is valid PromQL for this Prometheus
+        dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+        for expr in _dashboard_exprs(dash):
+            promql = expr.replace("$__rate_interval", "1m").replace("$model", ".*")
+            answer = _query(base, promql)
+            assert answer["status"] == "success", (expr, answer)
+    finally:
+        subprocess.run(["bash", str(PROM_DIR / "stop.sh")], env=env, capture_output=True, timeout=60)
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert not (tmp_path / "prom" / "prometheus.pid").exists()
+
+
+def test_prometheus_config_is_valid_and_targets_the_workers():
+    text = (PROM_DIR / "prometheus.yml").read_text(encoding="utf-8")
+    assert '"127.0.0.1:9464"' in text and '"127.0.0.1:9465"' in text
+    assert "job_name: prefstream-learner" in text and "job_name: prefstream-explainer" in text
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool (Debian package prometheus) not installed")
+    out = subprocess.run([promtool, "check", "config", str(PROM_DIR / "prometheus.yml")],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+# ------------------------------------------------------------------ Grafana dashboard
+
+
+def test_grafana_dashboard_uses_exactly_the_fixed_metrics():
+    dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    assert dash["schemaVersion"] >= 36
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+
+    used = set()
+    texts = _dashboard_exprs(dash) + [json.dumps(v) for v in dash["templating"]["list"]]
+    for text in texts:
+        used |= {_base_metric(n) for n in _METRIC_RE.findall(text)}
+    assert used - set(FIXED_METRICS) == set(), "dashboard uses metrics outside the fixed list"
+    assert set(FIXED_METRICS) - used == set(), "fixed metrics without a panel"
+
+    # histograms are only read through their _bucket series, never as a bare name
+    for expr in _dashboard_exprs(dash):
+        for name in _METRIC_RE.findall(expr):
+            if FIXED_METRICS.get(name) == "histogram":
+                pytest.fail(f"histogram {name} used without _bucket/_sum/_count in {expr!r}")
+
+    panels = [p for p in dash["panels"] if p["type"] != "row"]
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+    for p in panels:
+        assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert p["targets"] and all(t["datasource"]["uid"] == "${datasource}" for t in p["targets"])
+    # no two panels overlap on the 24-column grid
+    cells = set()
+    for p in dash["panels"]:
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"panel {p['title']!r} overlaps another"
+                cells.add((x, y))
+
+
+def test_grafana_dashboard_is_generated_from_its_script():
+    spec = importlib.util.spec_from_file_location("build_dashboard", REPO / "deploy/grafana/build_dashboard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.METRICS == FIXED_METRICS
+    assert DASHBOARD.read_text(encoding="utf-8") == mod.render(), (
+        "deploy/grafana/prefstream-dashboard.json is stale: run python deploy/grafana/build_dashboard.py")
+
+
+def test_fixed_metrics_exist_in_the_worker_registry():
+    metrics = pytest.importorskip("stream.metrics")
+    m = metrics.build_metrics()
+    assert set(FIXED_METRICS) <= set(metrics.METRIC_NAMES)
+    types = {}
+    for family in m.registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        types[name] = family.type
+    for name, kind in FIXED_METRICS.items():
+        assert types.get(name) == kind, (name, types.get(name), kind)
