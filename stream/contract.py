@@ -253,7 +253,13 @@ def _classify_one(err) -> tuple[str, str]:
         if all(sub.validator == "required" for sub in err.context):
             return "missing_field", f"{_path(err)}: needs one of " + " or ".join(
                 repr(sub.validator_value[0]) for sub in err.context) + "."
-        return _classify(err.context)
+        # branches whose type matched the instance explain the failure better than the others
+        mismatched = {sub.relative_schema_path[0] for sub in err.context
+                      if sub.validator == "type" and not sub.relative_path}
+        relevant = [sub for sub in err.context if sub.relative_schema_path[0] not in mismatched]
+        if not relevant:
+            return "wrong_type", f"{_path(err)}: a JSON {_json_type(err.instance)} ({_short(err.instance)}) is none of the allowed types."
+        return _classify(relevant)
     if err.validator == "type":
         return "wrong_type", f"{_path(err)}: expected {err.validator_value}, got a JSON {_json_type(err.instance)} ({_short(err.instance)})."
     return "schema_violation", f"{_path(err)}: {_short_msg(err.message)}"
@@ -477,7 +483,7 @@ def _fast_ref(r: Any) -> bool:
 
 def _fast_preference_ok(d: dict) -> bool:
     """A strict subset of preference.v1.json (tested against jsonschema)."""
-    if not (d.keys() <= _PREF_KEYS):
+    if not (d.keys() <= _PREF_KEYS) or type(d.get("schema_version")) is not int or d["schema_version"] != 1:
         return False
     e = d.get("event_id")
     if type(e) is not str or not e or len(e) > 512:
