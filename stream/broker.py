@@ -47,6 +47,7 @@ __all__ = [
     "create_topics",
     "describe_topic_configs",
     "kafka_client_options",
+    "local_bootstrap",
     "start_broker",
     "stop_broker",
     "wait_for_broker",
@@ -55,8 +56,13 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KAFKA_DEPLOY_DIR = REPO_ROOT / "deploy" / "kafka"
 
-#: Bootstrap address of the local broker started by ``deploy/kafka/start.sh``.
+#: Bootstrap address of the local broker started by ``deploy/kafka/start.sh`` (default port).
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def local_bootstrap() -> str:
+    """Address of the local broker: ``127.0.0.1:$PREFSTREAM_KAFKA_PORT`` (default 9092)."""
+    return f"127.0.0.1:{os.environ.get('PREFSTREAM_KAFKA_PORT') or 9092}"
 
 #: Largest model snapshot the model topic accepts, in bytes (8 MiB).
 MODEL_SNAPSHOT_MAX_BYTES = 8_388_608
@@ -157,8 +163,8 @@ def kafka_client_options(settings_or_env: Mapping[str, Any] | Any | None = None)
     Returns
     -------
     dict
-        ``{"bootstrap_servers": str, ...}``: always the bootstrap servers (default
-        :data:`DEFAULT_BOOTSTRAP`), plus only the security options that were given, ready to be
+        ``{"bootstrap_servers": str, ...}``: always the bootstrap servers (default: the local
+        broker, :func:`local_bootstrap`, i.e. ``127.0.0.1:9092``), plus only the security options that were given, ready to be
         passed as ``KafkaProducer(**options)``, ``KafkaConsumer(topic, **options)`` or
         ``KafkaAdminClient(**options)``. The protocol and mechanism are upper-cased.
 
@@ -197,7 +203,7 @@ def kafka_client_options(settings_or_env: Mapping[str, Any] | Any | None = None)
                 raw[kw] = value
     opts = {k: v for k, v in raw.items() if v not in (None, "")}
 
-    bootstrap = opts.get("bootstrap_servers", DEFAULT_BOOTSTRAP)
+    bootstrap = opts.get("bootstrap_servers") or local_bootstrap()
     if isinstance(bootstrap, (list, tuple)):
         bootstrap = ",".join(str(b) for b in bootstrap)
     bootstrap = str(bootstrap).strip()
@@ -264,7 +270,7 @@ def _client_options(bootstrap: str | None, client_options: Mapping[str, Any] | N
     opts = dict(client_options) if client_options else {}
     if bootstrap:
         opts["bootstrap_servers"] = bootstrap
-    opts.setdefault("bootstrap_servers", DEFAULT_BOOTSTRAP)
+    opts.setdefault("bootstrap_servers", local_bootstrap())
     return opts
 
 
@@ -299,7 +305,8 @@ def start_broker(timeout: float = 120) -> str:
     Returns
     -------
     str
-        The bootstrap address, ``"127.0.0.1:9092"`` unless ``PREFSTREAM_KAFKA_PORT`` is set.
+        The bootstrap address, ``"127.0.0.1:9092"`` unless ``PREFSTREAM_KAFKA_PORT`` is set
+        (same as :func:`local_bootstrap`).
 
     Raises
     ------
@@ -327,7 +334,7 @@ def start_broker(timeout: float = 120) -> str:
             f"{proc.stderr[-4000:]}\nFix the cause above, or run `bash {script}` by hand."
         )
     lines = proc.stdout.strip().splitlines()
-    bootstrap = lines[-1].strip() if lines else DEFAULT_BOOTSTRAP
+    bootstrap = lines[-1].strip() if lines else local_bootstrap()
     wait_for_broker(bootstrap, timeout=min(timeout, 30))
     return bootstrap
 
@@ -402,7 +409,7 @@ def wait_for_broker(
     ----------
     bootstrap : str or None
         ``host:port[,host:port...]``; ``None`` takes it from ``client_options`` or
-        :data:`DEFAULT_BOOTSTRAP`.
+        :func:`local_bootstrap`.
     timeout : float
         Seconds to keep trying.
     client_options : Mapping or None

@@ -8,7 +8,7 @@ data_dir : pathlib.Path (session)
     ``$PREFSTREAM_DATA_DIR`` or ``<repo>/../shared/data`` (the real data sets).
 kafka_bootstrap : str (session)
     Bootstrap address of a Kafka broker that answers: ``$PREFSTREAM_BOOTSTRAP`` or
-    ``127.0.0.1:9092``. Under ``CI=true`` an unreachable broker FAILS the tests that use it
+    ``127.0.0.1:${PREFSTREAM_KAFKA_PORT:-9092}``. Under ``CI=true`` an unreachable broker FAILS the tests that use it
     (.ci/run starts the broker first). Locally, when the default local broker is not running,
     it is started with :func:`stream.broker.start_broker` and stopped again at the end of the
     session. Tests using it are marked ``kafka`` automatically (``-m "not kafka"`` skips them).
@@ -37,6 +37,13 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def pytest_configure(config):
+    # kafka-python loads its protocol schemas with importlib.resources' legacy API: one
+    # DeprecationWarning per schema, hundreds per session, none of them ours.
+    config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
+    config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
@@ -61,7 +68,7 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
-    from stream.broker import DEFAULT_BOOTSTRAP, BrokerError, kafka_client_options, wait_for_broker
+    from stream.broker import BrokerError, kafka_client_options, local_bootstrap, wait_for_broker
 
     opts = kafka_client_options()  # PREFSTREAM_* variables; bootstrap defaults to 127.0.0.1:9092
     bootstrap = opts["bootstrap_servers"]
@@ -80,7 +87,7 @@ def kafka_bootstrap() -> str:
             f"{os.environ.get('PREFSTREAM_CACHE', '~/.cache/prefstream')}/kafka/*/run/kafka.log",
             pytrace=False,
         )
-    if bootstrap != DEFAULT_BOOTSTRAP:
+    if bootstrap != local_bootstrap():
         pytest.fail(
             f"PREFSTREAM_BOOTSTRAP={bootstrap} does not answer: {unreachable}. Start that cluster, "
             "or unset PREFSTREAM_BOOTSTRAP to use the local broker.",

@@ -7,7 +7,6 @@ locally the ``kafka_bootstrap`` fixture starts it when it is not running.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 
@@ -26,6 +25,7 @@ from stream.broker import (
     create_topics,
     describe_topic_configs,
     kafka_client_options,
+    local_bootstrap,
     start_broker,
     wait_for_broker,
 )
@@ -112,7 +112,7 @@ def test_client_options_from_settings_object_and_defaults():
         "sasl_plain_username": "u",
         "sasl_plain_password": "p",
     }
-    assert kafka_client_options({}) == {"bootstrap_servers": DEFAULT_BOOTSTRAP}
+    assert kafka_client_options({}) == {"bootstrap_servers": local_bootstrap()}
     assert kafka_client_options({"bootstrap": ["h1:1", "h2:2"]}) == {"bootstrap_servers": "h1:1,h2:2"}
 
 
@@ -132,6 +132,14 @@ def test_client_options_from_settings_object_and_defaults():
 def test_client_options_reject_bad_settings(env, match):
     with pytest.raises(InvalidParameterError, match=match):
         kafka_client_options(env)
+
+
+def test_local_bootstrap_follows_the_port_setting(monkeypatch):
+    monkeypatch.delenv("PREFSTREAM_KAFKA_PORT", raising=False)
+    assert local_bootstrap() == DEFAULT_BOOTSTRAP == "127.0.0.1:9092"
+    monkeypatch.setenv("PREFSTREAM_KAFKA_PORT", "19092")
+    assert local_bootstrap() == "127.0.0.1:19092"
+    assert kafka_client_options({})["bootstrap_servers"] == "127.0.0.1:19092"
 
 
 def test_unreachable_broker_fails_fast_with_advice():
@@ -266,11 +274,11 @@ def test_transactions_work_on_the_single_node(kafka_options, unique_topic):
 
 
 def test_local_broker_status_and_idempotent_start(kafka_bootstrap):
-    if kafka_bootstrap != DEFAULT_BOOTSTRAP or os.environ.get("PREFSTREAM_KAFKA_PORT"):
+    if kafka_bootstrap != local_bootstrap():
         pytest.skip("tests run against an external cluster, not the local broker")
     status = broker_status()
     if status["pid"] is None:
-        pytest.skip("a broker answers on 127.0.0.1:9092 but was not started by deploy/kafka/start.sh")
+        pytest.skip(f"a broker answers on {kafka_bootstrap} but was not started by deploy/kafka/start.sh")
     assert status["running"] and status["answers"] and status["jars_resolved"] and status["formatted"]
     assert status["cluster_id"] == wait_for_broker(kafka_bootstrap, timeout=10)["cluster_id"]
     t0 = time.monotonic()
