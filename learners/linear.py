@@ -188,11 +188,14 @@ class LinearBT(PreferenceLearner):
         y = check_outcome(y, "LinearBT")
         if not (_is_real(weight) and math.isfinite(weight) and weight > 0):
             raise InvalidInputError(f"LinearBT: weight must be a finite float > 0; got {weight!r}.")
+        names = self._names if self._names is not None else sorted(x_left)
+        if not names:
+            raise InvalidInputError("LinearBT needs at least one item feature; the example has none.")
+        d = dict_to_array(x_left, names, "LinearBT") - dict_to_array(x_right, names, "LinearBT")
         if self._names is None:
-            self._init(sorted(x_left))
+            self._init(names)
         if y == 0 and self.indifference == "skip":
             return
-        d = dict_to_array(x_left, self._names, "LinearBT") - dict_to_array(x_right, self._names, "LinearBT")
         if self.scale:
             self._sq += weight * d * d
             self._sw += weight
