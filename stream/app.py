@@ -1,0 +1,289 @@
+"""The Faust application of the prefstream workers, built from :class:`~stream.settings.Settings`.
+
+:func:`build_app` returns a ``faust.App`` whose topics carry **raw bytes** (``value_serializer
+"raw"``): the event contract (:mod:`stream.contract`) validates every message itself and
+dead-letters what fails, so Faust never raises a decoding error on a bad payload. The app keeps
+no tables (``store="memory://"``), runs no web server, never declares the prefstream topics
+(``topic_allow_declare=False``: create them with ``prefstream topics create``), and does not wait
+for un-acknowledged messages at a rebalance (``stream_wait_empty=False``) because the learner
+acknowledges a message only once a published snapshot contains it (see
+:mod:`stream.workers.learner` and ``docs/workers.md``).
+
+Besides the app, this module holds the small asyncio helpers that read a topic *outside* the
+consumer group with aiokafka (:func:`read_latest`, :class:`TopicFollower`): every worker needs
+the whole compacted item catalog and the explainer needs every model snapshot, whatever
+partitions the group gives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+from pathlib import Path
+from typing import Any, Callable
+
+from learners.exceptions import InvalidParameterError
+
+__all__ = ["TopicFollower", "aiokafka_options", "build_app", "faust_credentials", "read_latest"]
+
+log = logging.getLogger(__name__)
+
+ROLES = ("learner", "explainer")
+
+
+def _ssl_context(settings) -> ssl.SSLContext | None:
+    if not settings.security_protocol.endswith("SSL"):
+        return None
+    return ssl.create_default_context(cafile=settings.ssl_cafile) if settings.ssl_cafile else ssl.create_default_context()
+
+
+def faust_credentials(settings):
+    """Faust ``broker_credentials`` for the security options of ``settings`` (``None`` for PLAINTEXT)."""
+    import faust
+
+    proto = settings.security_protocol
+    if proto == "PLAINTEXT":
+        return None
+    ctx = _ssl_context(settings)
+    if proto == "SSL":
+        return faust.SSLCredentials(ctx)
+    return faust.SASLCredentials(username=settings.sasl_username, password=settings.sasl_password,
+                                 ssl_context=ctx, mechanism=settings.sasl_mechanism)
+
+
+def aiokafka_options(settings) -> dict[str, Any]:
+    """Connection keyword arguments for ``aiokafka.AIOKafkaConsumer``/``AIOKafkaProducer``."""
+    opts: dict[str, Any] = {
+        "bootstrap_servers": [s.strip() for s in settings.bootstrap_servers.split(",") if s.strip()],
+        "security_protocol": settings.security_protocol,
+        "client_id": settings.client_id,
+    }
+    if settings.sasl_mechanism:
+        opts["sasl_mechanism"] = settings.sasl_mechanism
+    if settings.sasl_username is not None:
+        opts["sasl_plain_username"] = settings.sasl_username
+    if settings.sasl_password is not None:
+        opts["sasl_plain_password"] = settings.sasl_password
+    ctx = _ssl_context(settings)
+    if ctx is not None:
+        opts["ssl_context"] = ctx
+    return opts
+
+
+def build_app(settings, role: str, app_id: str | None = None):
+    """The ``faust.App`` of one worker role.
+
+    Parameters
+    ----------
+    settings : Settings
+    role : {"learner", "explainer"}
+        The learner uses ``settings.consumer_group`` as its consumer group (= app id); the
+        explainer ``<consumer_group>-explainer`` so that it sees every preference event.
+    app_id : str, optional
+        Override of the group id.
+
+    Returns
+    -------
+    faust.App
+        With attributes ``prefstream_topics`` (``{"preferences": Topic, ...}``, raw bytes) and
+        ``prefstream_settings``.
+
+    Raises
+    ------
+    InvalidParameterError
+        For an unknown role.
+    """
+    import faust
+
+    if role not in ROLES:
+        raise InvalidParameterError(f"The 'role' parameter of build_app must be one of {ROLES}. Got {role!r} instead.")
+    gid = app_id or (settings.consumer_group if role == "learner" else f"{settings.consumer_group}-explainer")
+    datadir = Path(settings.state_dir) / "faust"
+    datadir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        gid,
+        broker=settings.faust_broker_url(),
+        broker_credentials=faust_credentials(settings),
+        broker_client_id=f"{settings.client_id}-{role}",
+        store="memory://",
+        datadir=str(datadir),
+        web_enabled=False,
+        autodiscover=False,
+        topic_allow_declare=False,
+        topic_disable_leader=False,
+        consumer_auto_offset_reset="earliest",
+        stream_wait_empty=False,
+        broker_commit_interval=1.0,
+        broker_commit_every=1000,
+        producer_max_request_size=int(settings.max_snapshot_bytes) + 65_536,
+        producer_acks=-1,
+        key_serializer="raw",
+        value_serializer="raw",
+        logging_config=None,
+    )
+    names = {
+        "preferences": settings.topic_preferences,
+        "clicks": settings.topic_clicks,
+        "items": settings.topic_items,
+        "models": settings.topic_models,
+        "explain_requests": settings.topic_explain_requests,
+        "explanations": settings.topic_explanations,
+        "dead_letters": settings.topic_dead_letters,
+    }
+    app.prefstream_topics = {
+        k: app.topic(v, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+                     allow_empty=True)
+        for k, v in names.items()
+    }
+    app.prefstream_settings = settings
+    return app
+
+
+# ------------------------------------------------------------------------- raw readers
+async def read_latest(settings, topic: str, timeout: float = 60.0,
+                      keep: Callable[[bytes | None], bool] | None = None) -> dict[bytes, bytes | None]:
+    """Latest value per key of a (compacted) topic, read from the beginning to the current end.
+
+    Parameters
+    ----------
+    settings : Settings
+    topic : str
+    timeout : float, default 60
+        Seconds before giving up.
+    keep : callable ``(key) -> bool``, optional
+        Only keep keys for which it returns True (saves memory on a large model topic).
+
+    Returns
+    -------
+    dict of bytes to bytes or None
+        ``None`` values are tombstones.
+
+    Raises
+    ------
+    TimeoutError
+        If the end is not reached within ``timeout`` seconds.
+    """
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None, fetch_max_bytes=64 * 1024 * 1024,
+                                max_partition_fetch_bytes=16 * 1024 * 1024, **aiokafka_options(settings))
+    await consumer.start()
+    out: dict[bytes, bytes | None] = {}
+    try:
+        parts = await _partitions(consumer, topic, timeout)
+        tps = [TopicPartition(topic, p) for p in parts]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            pending = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
+            if not pending:
+                break
+            if loop.time() > deadline:
+                raise TimeoutError(f"Reading topic {topic!r} to its end took more than {timeout:g} s.")
+            batch = await consumer.getmany(*pending, timeout_ms=500)
+            for msgs in batch.values():
+                for m in msgs:
+                    if keep is None or keep(m.key):
+                        out[m.key] = m.value
+    finally:
+        await consumer.stop()
+    return out
+
+
+async def _partitions(consumer, topic: str, timeout: float) -> list[int]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        parts = consumer.partitions_for_topic(topic)
+        if parts:
+            return sorted(parts)
+        await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+        parts = consumer.partitions_for_topic(topic)
+        if parts:
+            return sorted(parts)
+        if loop.time() > deadline:
+            raise TimeoutError(f"Topic {topic!r} does not exist; create it with `prefstream topics create`.")
+        await asyncio.sleep(0.5)
+
+
+class TopicFollower:
+    """Follow every partition of a topic from the beginning, outside any consumer group.
+
+    Parameters
+    ----------
+    settings : Settings
+    topic : str
+    on_message : callable ``(key, value, partition, offset) -> None``
+        Called in the event loop for each record.
+    name : str
+        For log messages.
+
+    Attributes
+    ----------
+    caught_up : asyncio.Event
+        Set once the follower reached the end offsets it saw at start.
+    """
+
+    def __init__(self, settings, topic: str, on_message: Callable, name: str = "") -> None:
+        self.settings = settings
+        self.topic = topic
+        self.on_message = on_message
+        self.name = name or topic
+        self.caught_up = asyncio.Event()
+        self._stopping = False
+
+    async def run(self) -> None:
+        """Consume until :meth:`stop`; reconnects after errors (logged)."""
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        while not self._stopping:
+            consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None,
+                                        max_partition_fetch_bytes=16 * 1024 * 1024, **aiokafka_options(self.settings))
+            try:
+                await consumer.start()
+                parts = await _partitions(consumer, self.topic, timeout=3600)
+                tps = [TopicPartition(self.topic, p) for p in parts]
+                consumer.assign(tps)
+                await consumer.seek_to_beginning(*tps)
+                ends = await consumer.end_offsets(tps)
+                while not self._stopping:
+                    if not self.caught_up.is_set():
+                        if all([await consumer.position(tp) >= ends[tp] for tp in tps]):
+                            self.caught_up.set()
+                    batch = await consumer.getmany(timeout_ms=200)
+                    for tp, msgs in batch.items():
+                        for m in msgs:
+                            try:
+                                self.on_message(m.key, m.value, m.partition, m.offset)
+                            except Exception:  # one bad record must not stop the follower
+                                log.exception("%s: handler failed on %s[%d]@%d", self.name, self.topic, m.partition, m.offset)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: follower of %s failed; retrying in 1 s", self.name, self.topic)
+                await asyncio.sleep(1.0)
+            finally:
+                try:
+                    await consumer.stop()
+                except Exception:
+                    pass
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return."""
+        self._stopping = True
+
+
+def env_int(name: str, default: int) -> int:
+    """An integer from the environment variable ``name`` (``default`` if unset or empty)."""
+    v = os.environ.get(name, "").strip()
+    if not v:
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise InvalidParameterError(f"The environment variable {name} must be an integer. Got {v!r} instead.") from None

@@ -1,0 +1,274 @@
+"""The ``prefstream`` command line (typer).
+
+Commands::
+
+    prefstream broker start|stop|status      local single-node Kafka (deploy/kafka)
+    prefstream topics create                 the standard topics (idempotent)
+    prefstream worker learn|explain          run a learner / explainer worker
+    prefstream replay FILE                   send a CSV/JSONL file as contract records
+    prefstream tail                          follow explanation records
+    prefstream demo                          the end-to-end demo (stream.demo)
+
+Configuration precedence, highest first: command-line flags (including ``--set key=value``) >
+environment variables ``PREFSTREAM_<SETTING>`` > the config file (``--config`` or
+``$PREFSTREAM_CONFIG``, TOML or JSON) > defaults; see :class:`stream.settings.Settings`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, List, Optional
+
+import typer
+
+from learners.exceptions import PrefstreamError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="prefstream: learn preferences from Kafka streams and explain them.")
+broker_app = typer.Typer(no_args_is_help=True, help="Local single-node Kafka broker.")
+topics_app = typer.Typer(no_args_is_help=True, help="Kafka topics.")
+worker_app = typer.Typer(no_args_is_help=True, help="Run a worker.")
+app.add_typer(broker_app, name="broker")
+app.add_typer(topics_app, name="topics")
+app.add_typer(worker_app, name="worker")
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="TOML or JSON settings file (default $PREFSTREAM_CONFIG).")
+BootstrapOpt = typer.Option(None, "--bootstrap", "-b", help="Kafka bootstrap servers host:port[,host:port].")
+SetOpt = typer.Option(None, "--set", help="Any setting as key=value (JSON values accepted), repeatable.")
+
+
+def _parse_sets(sets: List[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in sets or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"--set expects key=value; got {item!r}.")
+        try:
+            val = json.loads(raw)
+        except ValueError:
+            val = raw
+        out[key.strip()] = val
+    return out
+
+
+def _settings(config, overrides: dict[str, Any]):
+    from stream.settings import Settings
+
+    try:
+        return Settings.load(config, overrides)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+# ------------------------------------------------------------------------------ broker
+@broker_app.command("start")
+def broker_start(timeout: float = typer.Option(120.0, help="Seconds to wait for the broker.")):
+    """Start the local broker (no-op if it runs); print its bootstrap address."""
+    from stream.broker import start_broker
+
+    try:
+        typer.echo(start_broker(timeout=timeout))
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@broker_app.command("stop")
+def broker_stop(timeout: float = typer.Option(60.0, help="Seconds to wait for a clean stop.")):
+    """Stop the local broker (no-op if it does not run)."""
+    from stream.broker import stop_broker
+
+    try:
+        stop_broker(timeout=timeout)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo("stopped")
+
+
+@broker_app.command("status")
+def broker_status_cmd():
+    """Print the local broker's status as JSON; exit 1 if it is not running."""
+    from stream.broker import broker_status
+
+    st = broker_status()
+    typer.echo(json.dumps(st, indent=2, default=str))
+    if not st.get("running", False):
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------ topics
+@topics_app.command("create")
+def topics_create(config: Optional[str] = ConfigOpt, bootstrap: Optional[str] = BootstrapOpt,
+                  partitions: Optional[int] = typer.Option(None, help="Override the partition count of every topic."),
+                  set_: Optional[List[str]] = SetOpt):
+    """Create the standard topics (names from the settings) if they do not exist."""
+    from stream.broker import TOPICS, create_topics
+
+    s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
+    names = {
+        "prefstream.preferences": s.topic_preferences, "prefstream.clicks": s.topic_clicks,
+        "prefstream.items": s.topic_items, "prefstream.models": s.topic_models,
+        "prefstream.explain-requests": s.topic_explain_requests, "prefstream.explanations": s.topic_explanations,
+        "prefstream.dead-letters": s.topic_dead_letters,
+    }
+    specs = {names.get(k, k): v for k, v in TOPICS.items()}
+    try:
+        res = create_topics(s.bootstrap_servers, specs, partitions=partitions, client_options=s.kafka_client_options())
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for name, what in res.items():
+        typer.echo(f"{name}: {what}")
+
+
+# ------------------------------------------------------------------------------ workers
+def _worker_overrides(bootstrap, models, metrics_port, group, snapshot_events, snapshot_seconds, log_level, sets):
+    o: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "models": [m.strip() for m in models.split(",") if m.strip()] if models else None,
+        "metrics_port": metrics_port,
+        "consumer_group": group,
+        "snapshot_every_events": snapshot_events,
+        "snapshot_every_seconds": snapshot_seconds,
+        "log_level": log_level,
+    }
+    o.update(_parse_sets(sets))
+    return o
+
+
+@worker_app.command("learn")
+def worker_learn(
+    config: Optional[str] = ConfigOpt,
+    bootstrap: Optional[str] = BootstrapOpt,
+    models: Optional[str] = typer.Option(None, "--models", "-m", help="Comma-separated model names (see registry)."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Prometheus port; 0 disables."),
+    group: Optional[str] = typer.Option(None, "--group", help="Consumer group (workers of one group split partitions)."),
+    snapshot_every_events: Optional[int] = typer.Option(None, "--snapshot-every-events"),
+    snapshot_every_seconds: Optional[float] = typer.Option(None, "--snapshot-every-seconds"),
+    dedupe_window: int = typer.Option(4096, "--dedupe-window", envvar="PREFSTREAM_DEDUPE_WINDOW",
+                                      help="Event-id hashes remembered per model and partition; 0 disables."),
+    log_level: Optional[str] = typer.Option(None, "--log-level"),
+    set_: Optional[List[str]] = SetOpt,
+):
+    """Run a learner worker: validate, learn, snapshot (until SIGTERM)."""
+    from stream.workers.learner import run_learner
+
+    s = _settings(config, _worker_overrides(bootstrap, models, metrics_port, group, snapshot_every_events,
+                                            snapshot_every_seconds, log_level, set_))
+    try:
+        from stream import registry
+
+        for m in s.models:
+            registry.get_model(m)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(run_learner(s, dedupe_window=dedupe_window))
+
+
+@worker_app.command("explain")
+def worker_explain(
+    config: Optional[str] = ConfigOpt,
+    bootstrap: Optional[str] = BootstrapOpt,
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Prometheus port; 0 disables."),
+    group: Optional[str] = typer.Option(None, "--group", help="Learner consumer group (the explainer uses <group>-explainer)."),
+    sample_rate: Optional[float] = typer.Option(None, "--sample-rate", help="Fraction of preference events explained."),
+    log_level: Optional[str] = typer.Option(None, "--log-level"),
+    set_: Optional[List[str]] = SetOpt,
+):
+    """Run an explainer worker: explain sampled events and explain requests (until SIGTERM)."""
+    from stream.workers.explainer import run_explainer
+
+    o = _worker_overrides(bootstrap, None, metrics_port, group, None, None, log_level, set_)
+    o["explain_sample_rate"] = sample_rate if sample_rate is not None else o.get("explain_sample_rate")
+    s = _settings(config, o)
+    raise typer.Exit(run_explainer(s))
+
+
+# ------------------------------------------------------------------------------ replay
+@app.command("replay")
+def replay_cmd(
+    file: str = typer.Argument(..., help="CSV or JSONL file."),
+    kind: str = typer.Option("preference", "--kind", help="preference, click or item."),
+    topic: Optional[str] = typer.Option(None, "--topic", help="Destination (default: the settings' topic for the kind)."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="Events per second (default: as fast as possible)."),
+    config: Optional[str] = ConfigOpt,
+    bootstrap: Optional[str] = BootstrapOpt,
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    set_: Optional[List[str]] = SetOpt,
+):
+    """Send FILE as contract records; print sent, skipped and failed counts."""
+    from stream.replay import replay
+
+    s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
+    dest = topic or {"preference": s.topic_preferences, "click": s.topic_clicks, "item": s.topic_items}.get(kind)
+    if dest is None:
+        typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
+        raise typer.Exit(2)
+    opts = s.kafka_client_options()
+    opts.pop("bootstrap_servers", None)
+    try:
+        res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"sent={res.sent} skipped={res.skipped} failed={res.failed}")
+    if res.failed:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------ tail
+@app.command("tail")
+def tail_cmd(
+    config: Optional[str] = ConfigOpt,
+    bootstrap: Optional[str] = BootstrapOpt,
+    as_json: bool = typer.Option(False, "--json", help="One JSON record per line."),
+    max_records: Optional[int] = typer.Option(None, "--max", help="Stop after N records."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop after N idle seconds."),
+    from_beginning: bool = typer.Option(False, "--from-beginning", help="Start at the earliest record."),
+    top: int = typer.Option(5, "--top", help="Features shown per record (pretty mode)."),
+    set_: Optional[List[str]] = SetOpt,
+):
+    """Follow explanation records."""
+    from stream.tail import follow, format_record
+
+    s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
+    try:
+        for rec in follow(s, max_records=max_records, timeout=timeout, from_beginning=from_beginning):
+            typer.echo(json.dumps(rec) if as_json else format_record(rec, top=top))
+    except KeyboardInterrupt:
+        pass
+    except TimeoutError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+# ------------------------------------------------------------------------------ demo
+@app.command("demo", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def demo_cmd(ctx: typer.Context, config: Optional[str] = ConfigOpt, bootstrap: Optional[str] = BootstrapOpt):
+    """Run the end-to-end demo (broker, replay of a bundled data set, workers, summary)."""
+    try:
+        from stream import demo
+    except ImportError:
+        typer.echo("prefstream demo is not available yet in this build (stream.demo is missing).", err=True)
+        raise typer.Exit(2) from None
+    s = _settings(config, {"bootstrap_servers": bootstrap})
+    raise typer.Exit(demo.run_demo(s, *ctx.args) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``prefstream`` console script."""
+    try:
+        app(args=argv, prog_name="prefstream", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""Every Prometheus metric of the prefstream workers, built in one place.
+
+:func:`build_metrics` creates all metrics on one :class:`prometheus_client.CollectorRegistry`
+under one prefix (``prefstream`` by default) and returns them as attributes of a small
+:class:`Metrics` object, the way ``faust/sensors/prometheus.py`` does for Faust's own
+metrics. Workers never create metrics elsewhere, so this module is the complete list:
+
+===============================================  =========  ====================  =====================================
+name                                             type       labels                meaning
+===============================================  =========  ====================  =====================================
+``prefstream_events_consumed_total``             counter    topic                 input messages read (valid or not)
+``prefstream_events_learned_total``              counter    model                 examples folded into a model
+``prefstream_dead_letters_total``                counter    reason                messages sent to the dead-letter topic
+``prefstream_duplicate_events_total``            counter    topic                 examples skipped by the event_id window
+``prefstream_learn_latency_seconds``             histogram  model                 one ``learn_one`` call (µs–ms buckets)
+``prefstream_model_version``                     gauge      model                 latest published/loaded snapshot version
+``prefstream_progressive_accuracy``              gauge      model                 predict-then-learn accuracy
+``prefstream_progressive_log_loss``              gauge      model                 predict-then-learn log loss (nats)
+``prefstream_progressive_roc_auc``               gauge      model                 predict-then-learn ROC AUC
+``prefstream_explanations_total``                counter    method                explanation records emitted
+``prefstream_explanation_latency_seconds``       histogram  method                one explainer call (ms–s buckets)
+``prefstream_explanations_skipped_total``        counter    reason                events/requests not explained
+``prefstream_refit_duration_seconds``            histogram  model                 one ``refit()`` (s–min buckets)
+``prefstream_refit_training_size``               gauge      model                 examples used by the last refit
+``prefstream_refit_validation_auc``              gauge      model                 validation AUC of the last refit
+``prefstream_consumer_lag``                      gauge      topic, partition      high watermark − next offset
+``prefstream_capacity_nonzero_masses``           gauge      model                 non-zero Möbius masses of a capacity
+``prefstream_capacity_constraint_violation``     gauge      model                 monotonicity/normalisation violation
+``prefstream_capacity_regret_proxy``             gauge      model                 RDA regret proxy of the capacity learner
+===============================================  =========  ====================  =====================================
+
+Histogram buckets, in seconds, chosen for what each one times:
+
+* :data:`LEARN_BUCKETS` — a single online update (``learn_one``) of a linear or capacity model
+  costs a few µs to a few hundred µs; GPM reservoir appends are similar. Buckets run from
+  5 µs to 100 ms so the p50–p99 fall inside the finite buckets.
+* :data:`EXPLAIN_BUCKETS` — one explanation: closed-form linear Shapley is ~50 µs,
+  Pref-SHAP / ShaRP with sampling tens of ms to seconds; 100 µs to 30 s.
+* :data:`REFIT_BUCKETS` — a batch refit (GPM with Nyström/Falkon) takes seconds to minutes;
+  0.5 s to 30 min.
+
+Each worker serves its registry with :func:`start_metrics_server` on ``127.0.0.1`` (port from
+``Settings.port_for(role)``; ``0``/``None`` disables the endpoint).
+
+Examples
+--------
+>>> from prometheus_client import CollectorRegistry, generate_latest
+>>> m = build_metrics(CollectorRegistry())
+>>> m.events_learned.labels(model="linear-bt").inc()
+>>> b"prefstream_events_learned_total{model=\\"linear-bt\\"} 1.0" in generate_latest(m.registry)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from learners.exceptions import InvalidParameterError
+
+__all__ = [
+    "EXPLAIN_BUCKETS",
+    "LEARN_BUCKETS",
+    "METRIC_NAMES",
+    "Metrics",
+    "REFIT_BUCKETS",
+    "build_metrics",
+    "start_metrics_server",
+]
+
+#: ``learn_one`` latency buckets (seconds): 5 µs … 100 ms.
+LEARN_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1)
+#: explanation latency buckets (seconds): 100 µs … 30 s.
+EXPLAIN_BUCKETS = (1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 5.0, 30.0)
+#: refit duration buckets (seconds): 0.5 s … 30 min.
+REFIT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+
+#: Full names (as exposed, counters with ``_total``) of every metric built here.
+METRIC_NAMES = (
+    "prefstream_events_consumed_total",
+    "prefstream_events_learned_total",
+    "prefstream_dead_letters_total",
+    "prefstream_duplicate_events_total",
+    "prefstream_learn_latency_seconds",
+    "prefstream_model_version",
+    "prefstream_progressive_accuracy",
+    "prefstream_progressive_log_loss",
+    "prefstream_progressive_roc_auc",
+    "prefstream_explanations_total",
+    "prefstream_explanation_latency_seconds",
+    "prefstream_explanations_skipped_total",
+    "prefstream_refit_duration_seconds",
+    "prefstream_refit_training_size",
+    "prefstream_refit_validation_auc",
+    "prefstream_consumer_lag",
+    "prefstream_capacity_nonzero_masses",
+    "prefstream_capacity_constraint_violation",
+    "prefstream_capacity_regret_proxy",
+)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The metrics of one worker process (see the module docstring for names and labels)."""
+
+    registry: CollectorRegistry
+    events_consumed: Counter
+    events_learned: Counter
+    dead_letters: Counter
+    duplicate_events: Counter
+    learn_latency: Histogram
+    model_version: Gauge
+    progressive_accuracy: Gauge
+    progressive_log_loss: Gauge
+    progressive_roc_auc: Gauge
+    explanations: Counter
+    explanation_latency: Histogram
+    explanations_skipped: Counter
+    refit_duration: Histogram
+    refit_training_size: Gauge
+    refit_validation_auc: Gauge
+    consumer_lag: Gauge
+    capacity_nonzero_masses: Gauge
+    capacity_constraint_violation: Gauge
+    capacity_regret_proxy: Gauge
+
+
+def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "prefstream") -> Metrics:
+    """Create every prefstream metric on ``registry``.
+
+    Parameters
+    ----------
+    registry : prometheus_client.CollectorRegistry, optional
+        Where to register; a fresh registry if omitted (so tests and several workers in one
+        process never collide on the global default registry).
+    prefix : str, default "prefstream"
+        Name prefix; the names in :data:`METRIC_NAMES` assume the default.
+
+    Returns
+    -------
+    Metrics
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``prefix`` is not a valid Prometheus name fragment.
+    """
+    if not isinstance(prefix, str) or not prefix.replace("_", "a").isalnum() or prefix[0].isdigit():
+        raise InvalidParameterError(
+            f"The 'prefix' parameter of build_metrics must be a Prometheus name such as 'prefstream'. Got {prefix!r} instead.")
+    reg = CollectorRegistry() if registry is None else registry
+    p = prefix
+
+    def c(name, doc, labels):
+        return Counter(f"{p}_{name}", doc, labels, registry=reg)
+
+    def g(name, doc, labels):
+        return Gauge(f"{p}_{name}", doc, labels, registry=reg)
+
+    def h(name, doc, labels, buckets):
+        return Histogram(f"{p}_{name}", doc, labels, buckets=buckets, registry=reg)
+
+    return Metrics(
+        registry=reg,
+        events_consumed=c("events_consumed", "Input messages consumed, valid or not.", ["topic"]),
+        events_learned=c("events_learned", "Preference examples folded into a model.", ["model"]),
+        dead_letters=c("dead_letters", "Messages sent to the dead-letter topic, by machine-readable reason.", ["reason"]),
+        duplicate_events=c("duplicate_events", "Examples skipped because their event_id was seen in the dedupe window.",
+                           ["topic"]),
+        learn_latency=h("learn_latency_seconds", "Seconds per learn_one call (predict + learn excluded: learn only).",
+                        ["model"], LEARN_BUCKETS),
+        model_version=g("model_version", "Version of the latest snapshot published (learner) or loaded (explainer).",
+                        ["model"]),
+        progressive_accuracy=g("progressive_accuracy", "Progressive-validation accuracy (predict before learn).",
+                               ["model"]),
+        progressive_log_loss=g("progressive_log_loss", "Progressive-validation log loss in nats (predict before learn).",
+                               ["model"]),
+        progressive_roc_auc=g("progressive_roc_auc", "Progressive-validation ROC AUC (predict before learn).", ["model"]),
+        explanations=c("explanations", "Explanation records emitted.", ["method"]),
+        explanation_latency=h("explanation_latency_seconds", "Seconds per explainer call.", ["method"],
+                              EXPLAIN_BUCKETS),
+        explanations_skipped=c("explanations_skipped", "Events or requests not explained, by reason.", ["reason"]),
+        refit_duration=h("refit_duration_seconds", "Seconds per batch refit (run in an executor thread).", ["model"],
+                         REFIT_BUCKETS),
+        refit_training_size=g("refit_training_size", "Training examples used by the latest refit.", ["model"]),
+        refit_validation_auc=g("refit_validation_auc", "Validation ROC AUC reported by the latest refit.", ["model"]),
+        consumer_lag=g("consumer_lag", "High watermark minus next offset to process.", ["topic", "partition"]),
+        capacity_nonzero_masses=g("capacity_nonzero_masses", "Non-zero Möbius masses of the capacity model.",
+                                  ["model"]),
+        capacity_constraint_violation=g("capacity_constraint_violation",
+                                        "Largest violation of the capacity's monotonicity/normalisation constraints.",
+                                        ["model"]),
+        capacity_regret_proxy=g("capacity_regret_proxy", "Regret proxy reported by the capacity learner.", ["model"]),
+    )
+
+
+def start_metrics_server(port: int | None, registry: CollectorRegistry, addr: str = "127.0.0.1"):
+    """Serve ``registry`` at ``http://addr:port/metrics`` from a daemon thread.
+
+    Parameters
+    ----------
+    port : int or None
+        TCP port; ``0`` or ``None`` disables the endpoint.
+    registry : CollectorRegistry
+    addr : str, default "127.0.0.1"
+
+    Returns
+    -------
+    int or None
+        The bound port, or ``None`` when disabled.
+
+    Raises
+    ------
+    OSError
+        If the port is taken (the message names the setting to change).
+    """
+    if not port:
+        return None
+    from prometheus_client import start_http_server
+
+    try:
+        start_http_server(int(port), addr=addr, registry=registry)
+    except OSError as exc:
+        raise OSError(f"Cannot serve metrics on {addr}:{port}: {exc}. Pick another port with --metrics-port "
+                      "(PREFSTREAM_METRICS_PORT) or 0 to disable.") from None
+    return int(port)
