@@ -359,19 +359,26 @@ class _CapacityLearner(PreferenceLearner):
         U = self._pair(x_left, x_right, learn=True)
         F = self._index.features(U, self.aggregation, out=self._fbuf)
         np.subtract(F[0], F[1], out=self._d0)
-        self._step(U[0], U[1], y, w)
+        loss = self._step(self._d0, y, w)
+        self._record(U[:1], U[1:], np.array([y]), np.array([loss]), np.array([w]))
 
-    def _step(self, u_left: np.ndarray, u_right: np.ndarray, y: int, w: float) -> None:
-        """One round on the feature difference already in ``self._d0``."""
-        margin = float(self._d0 @ self._m)
+    def _step(self, d: np.ndarray, y: int, w: float) -> float:
+        """One round of the algorithm on the feature difference ``d``; returns the online loss l_t(m_t)."""
+        margin = float(d @ self._m)
         loss = hinge_loss(margin, y, self.delta)
-        self._update(hinge_subgradient_coef(margin, y, self.delta) * w, w)
-        j = self._n_updates % _WINDOW
-        self._win_l[j], self._win_r[j], self._win_y[j], self._win_loss[j] = u_left, u_right, y, loss
-        self._win_n = min(self._win_n + 1, _WINDOW)
-        self._loss_sum += w * loss
-        self._n_updates += 1
-        self._version += 1
+        self._update(hinge_subgradient_coef(margin, y, self.delta) * w, w, d)
+        return loss
+
+    def _record(self, UL: np.ndarray, UR: np.ndarray, Y: np.ndarray, losses: np.ndarray, W: np.ndarray) -> None:
+        """Book-keeping after rounds: regret window (last ≤ 256 examples), loss sum, counters."""
+        b = Y.shape[0]
+        k = min(b, _WINDOW)
+        pos = (self._n_updates + b - k + np.arange(k)) % _WINDOW
+        self._win_l[pos], self._win_r[pos], self._win_y[pos], self._win_loss[pos] = UL[-k:], UR[-k:], Y[-k:], losses[-k:]
+        self._win_n = min(self._win_n + b, _WINDOW)
+        self._loss_sum += float(np.dot(W, losses))
+        self._n_updates += b
+        self._version += b
 
     def learn_many(self, X_left, X_right, y, weights=None) -> None:
         """Rounds on a batch of examples, in row order; identical to calling :meth:`learn_one` per row.
@@ -428,19 +435,31 @@ class _CapacityLearner(PreferenceLearner):
         else:
             UL = self._prep(L, learn=False)
             UR = self._prep(R, learn=False)
+        losses = self._run(UL, UR, Y.tolist(), W.tolist())
+        self._record(UL, UR, Y, losses, W)
+
+    def _diff_blocks(self, UL: np.ndarray, UR: np.ndarray):
+        """Yield ``(start, D)`` with D = φ(UL[start:start+b]) − φ(UR[start:start+b]), blocks of ≈ 2**16 values."""
         width = self._index.feature_buffer_shape(1)[1]
-        blk = max(1, (1 << 15) // width)
-        FL = np.empty(self._index.feature_buffer_shape(blk))
-        FR = np.empty_like(FL)
+        blk = max(1, (1 << 16) // width)
+        F = np.empty(self._index.feature_buffer_shape(2 * blk))
+        D = np.empty((blk, self._index.d))
+        T = UL.shape[0]
         for s in range(0, T, blk):
             b = min(blk, T - s)
-            A = self._index.features(UL[s:s + b], self.aggregation, out=FL[:b])
-            Bf = self._index.features(UR[s:s + b], self.aggregation, out=FR[:b])
-            for r in range(b):
-                np.subtract(A[r], Bf[r], out=self._d0)
-                self._step(UL[s + r], UR[s + r], int(Y[s + r]), float(W[s + r]))
+            Fb = self._index.features(np.concatenate([UL[s:s + b], UR[s:s + b]]), self.aggregation, out=F[:2 * b])
+            np.subtract(Fb[:b], Fb[b:], out=D[:b])
+            yield s, D[:b]
 
-    def _update(self, c: float, w: float) -> None:  # pragma: no cover - abstract
+    def _run(self, UL: np.ndarray, UR: np.ndarray, Y: list, W: list) -> np.ndarray:
+        """Rounds on the scaled pairs in order; returns the online losses l_t(m_t), shape (T,)."""
+        losses = np.empty(len(Y))
+        for s, D in self._diff_blocks(UL, UR):
+            for r in range(D.shape[0]):
+                losses[s + r] = self._step(D[r], Y[s + r], W[s + r])
+        return losses
+
+    def _update(self, c: float, w: float, d: np.ndarray) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     # ---------------------------------------------------------------- metrics
@@ -550,6 +569,17 @@ class _CapacityLearner(PreferenceLearner):
         return obj
 
 
+try:  # single-pass clip ufunc (numpy ≥ 2); np.clip's Python wrapper costs ~20 µs per call
+    from numpy._core.umath import clip as _uclip
+
+    def _clip(a, lo, hi, out):
+        return _uclip(a, lo, hi, out=out)
+except ImportError:  # pragma: no cover
+    def _clip(a, lo, hi, out):
+        np.minimum(a, hi, out=out)
+        return np.maximum(out, lo, out=out)
+
+
 def _is_real(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(float(x))
 
@@ -631,6 +661,58 @@ class CapacityRDA(_CapacityLearner):
         else:
             self._B = self._BT = self._admm = None
 
+    def _run(self, UL: np.ndarray, UR: np.ndarray, Y: list, W: list) -> np.ndarray:
+        """Algorithm 1 with the per-round work inlined (same rule as :meth:`_step`).
+
+        Inside the loop the iterate is kept unscaled, s_t = clip(G, ±λt) − G, so that
+        m_{t+1} = s_t/(γ√t) costs no pass over the d masses: the margin is ⟨d, s⟩/(γ√t)
+        (equal to ⟨d, m⟩ up to rounding). m is materialised once at the end.
+        """
+        if self._B is not None:
+            return super()._run(UL, UR, Y, W)
+        G = self._G
+        s_vec = np.empty_like(G)
+        delta, lam, gamma = self.delta, self.l1, self.gamma
+        t = self._t
+        if t > 0:
+            _clip(G, -lam * t, lam * t, s_vec)
+            s_vec -= G
+            k = 1.0 / (gamma * math.sqrt(t))
+        else:
+            s_vec[:] = 0.0
+            k = 0.0
+        losses = np.empty(len(Y))
+        dot, sqrt = np.dot, math.sqrt
+        for start, D in self._diff_blocks(UL, UR):
+            for r in range(D.shape[0]):
+                d = D[r]
+                j = start + r
+                y, w = Y[j], W[j]
+                margin = k * float(dot(d, s_vec))
+                if y:
+                    ym = y * margin
+                    if ym < delta:
+                        losses[j], c = delta - ym, -y * w          # g_t = −Δ (Section 3.2)
+                    else:
+                        losses[j], c = 0.0, 0.0
+                else:
+                    losses[j] = max(0.0, margin - delta) + max(0.0, -delta - margin)
+                    c = -w if margin < -delta else (w if margin > delta else 0.0)
+                if c == 1.0:
+                    G += d
+                elif c == -1.0:
+                    G -= d
+                elif c != 0.0:
+                    G += c * d
+                t += w
+                th = lam * t
+                _clip(G, -th, th, s_vec)                          # m_{t+1} = (clip(G, ±λt) − G)/(γ√t)
+                s_vec -= G
+                k = 1.0 / (gamma * sqrt(t))
+        self._t = t
+        np.multiply(s_vec, k, out=self._m)
+        return losses
+
     @property
     def gradient_sum(self) -> np.ndarray:
         """G_t = Σ_{τ≤t} w_τ g_τ, ndarray of shape (d,) (copy)."""
@@ -641,13 +723,13 @@ class CapacityRDA(_CapacityLearner):
         """B (scipy.sparse CSR, shape (b, d)) of Algorithm 2, or None for Algorithm 1."""
         return self._B
 
-    def _update(self, c: float, w: float) -> None:
+    def _update(self, c: float, w: float, d: np.ndarray) -> None:
         if c == 1.0:
-            self._G += self._d0
+            self._G += d
         elif c == -1.0:
-            self._G -= self._d0
+            self._G -= d
         elif c != 0.0:
-            self._G += c * self._d0
+            self._G += c * d
         self._t += w
         if self._B is None:
             rda_from_sum(self._G, self._t, self.gamma, self.l1, out=self._m)
@@ -764,10 +846,10 @@ class CapacityFOBOS(_CapacityLearner):
         self.eta1 = eta1
         self._eta1 = 1.0 / math.sqrt(self._index.d) if eta1 is None else float(eta1)
 
-    def _update(self, c: float, w: float) -> None:
+    def _update(self, c: float, w: float, d: np.ndarray) -> None:
         self._t += w
         eta = self._eta1 / math.sqrt(self._t)
-        fobos_step(self._m, c * self._d0, eta, self.l1)
+        fobos_step(self._m, c * d, eta, self.l1)
 
     def __iadd__(self, other):
         raise InvalidParameterError("FOBOS keeps only its last iterate m_t, which is path-dependent: it has no "
