@@ -187,18 +187,21 @@ def rank_strata(ranks: Any, n: int, n_strata: int = 10) -> np.ndarray:
     """Stratum index of 1-based ranks in a catalog of ``n`` items (0 = best ``100/n_strata`` %).
 
     Section 7.2: box plots aggregate local contributions "across ranking strata, each covering
-    10 % of the range". Item of rank ``r`` goes to stratum ``⌊(r − 1)·n_strata / n⌋``.
+    10 % of the range". Item of rank ``r`` goes to stratum ``⌈r·n_strata / n⌉ − 1``, so stratum 0
+    holds the ranks ``r ≤ n/10`` (the top 10 %).
 
     Examples
     --------
     >>> rank_strata([1, 10, 11, 100], n=100).tolist()
     [0, 0, 1, 9]
+    >>> rank_strata([18, 19], n=189).tolist()
+    [0, 1]
     """
     r = np.asarray(ranks, dtype=np.float64)
     check_param("rank_strata", "n", n, isinstance(n, (int, np.integer)) and n >= 1, "an int >= 1")
     check_param("rank_strata", "n_strata", n_strata,
                 isinstance(n_strata, (int, np.integer)) and n_strata >= 1, "an int >= 1")
-    return np.clip(np.floor((r - 1) * n_strata / n), 0, n_strata - 1).astype(np.int64)
+    return np.clip(np.ceil(r * n_strata / n - 1e-9) - 1, 0, n_strata - 1).astype(np.int64)
 
 
 def _as_matrix(X: Any, name: str = "X") -> np.ndarray:
@@ -372,10 +375,10 @@ class SharpExplainer:
     >>> f = lambda A: (A * np.array([0.4, 0.4, 0.2])).sum(axis=1)
     >>> ex = SharpExplainer(f, X, feature_names=["gpa", "sat", "essay"])
     >>> e = ex.explain([2], qoi="rank")
-    >>> float(e.extra["rank"][0]), float(e.extra["mean_rank"][0])
-    (3.0, 4.0)
-    >>> round(float(e.values.sum()), 12)  # mean rank − rank
-    1.0
+    >>> float(e.extra["rank"][0]), round(float(e.extra["mean_rank"][0]), 4)  # Dia: rank 3
+    (3.0, 3.7143)
+    >>> round(float(e.values.sum()), 4)  # efficiency: mean rank − rank (α = −1)
+    0.7143
     """
 
     def __init__(self, score_fn: Callable, X: Any, feature_names: Sequence[str] | None = None,
@@ -507,7 +510,8 @@ class SharpExplainer:
     # ------------------------------------------------------------------ public
     def explain(self, items: Any, qoi: str = "rank", *, k: int | None = None, reference: Any = None,
                 sample_size: int | None = None, max_coalition_size: int | None = None,
-                replace: bool = False, exclude_item: bool = True, seed: Any = None) -> Explanation:
+                replace: bool = False, exclude_item: bool = True, anchor: bool = True,
+                seed: Any = None) -> Explanation:
         """ShaRP values of catalog items for one QoI (Algorithm 1; exact or approximate).
 
         Parameters
@@ -531,6 +535,12 @@ class SharpExplainer:
         exclude_item : bool
             ``True`` (Eq. 3, Alg. 1 line 4): ``v`` is removed from the reference and from the
             catalog its hybrids are ranked in. ``False``: xai-sharp's convention (docs/sharp.md).
+        anchor : bool
+            Use the exact reference mean ``Q(A) = mean_u q(u)`` (known without any hybrid) for the
+            full coalition also when the other ``Q(S)`` are estimated from a sample. Then
+            ``Σφ = α(q(v) − mean q)`` exactly for every ``m`` (the sampling error is spread over
+            the features); ``False`` uses the sample's own mean (efficiency only w.r.t. the sample).
+            No effect on exact computation.
         seed : int or numpy Generator, optional
             Randomness of the sampling (per call, ``np.random.default_rng(seed)``).
 
@@ -595,13 +605,15 @@ class SharpExplainer:
         masks = np.arange(1 << d)
         masks = masks[_popcount(masks) <= c + 1] if c < d - 1 else masks
         Q = self._games(self.X[idx], s_v, excl, ref_rows, ref_w, q_ref, masks, qoi, k)
+        full = (1 << d) - 1
+        sample_base = Q[:, full].copy()
+        if anchor:
+            Q[:, full] = mean_q
         phi = alpha * Q @ self._weights(c).T
         q_v = Q[:, 0]
-        full = (1 << d) - 1
-        sample_base = Q[:, full]
         extra = {
             "qoi": qoi, "alpha": alpha, "k": k, "ties": self.ties, "exclude_item": bool(exclude_item),
-            "exact": bool(exact_sample and c == d - 1), "sample_size": int(np.max(m_used)),
+            "exact": bool(exact_sample and c == d - 1), "anchor": bool(anchor), "sample_size": int(np.max(m_used)),
             "max_coalition_size": c, "n_catalog": self.n, "normalizer": self.normalizer(qoi),
             "item_index": idx.copy(), "rank": self.ranks[idx].copy(),
             "qoi_value": q_v.copy(), "mean_qoi": mean_q.copy(), "sample_base_value": alpha * sample_base,
@@ -725,7 +737,7 @@ def explain(score_fn: Callable, X: Any, items: Any, qoi: str = "rank", *, featur
     >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
     >>> e = explain(lambda A: A.sum(axis=1), X, [0], qoi="score")
     >>> e.values.round(6).tolist(), float(e.base_values[0]), float(e.prediction[0])
-    ([[0.75, -0.25]], 0.5, 1.0)
+    ([[1.0, -0.5]], 0.5, 1.0)
     """
     ex = SharpExplainer(score_fn, X, feature_names=feature_names, item_ids=item_ids, ties=ties,
                         max_rows=max_rows, model_name=model_name, model_version=model_version)

@@ -10,7 +10,7 @@ name           loader                           n       d    scorer
 the2020        :func:`load_the2020`             1,397   5    0.3·TEA + 0.3·RES + 0.3·CIT + 0.025·INC + 0.075·INT
 csrankings     :func:`load_csrankings`          118 US  4    geometric mean over the areas of (adjusted count + 1)
 moving         :func:`load_moving_company`      2,000   3    linear ranker learned on the train split
-atp            :func:`load_atp`                 ~80     6    ATP serve rating (sum of serve percentages + aces − DF)
+atp            :func:`load_atp`                 84      6    ATP serve rating (sum of serve percentages + aces − DF)
 synthetic      :func:`make_synthetic`           2,000   2–3  f1–f4 of Appendix A/B
 =============  ===============================  ======  ===  ===============================================
 
@@ -322,7 +322,7 @@ ATP_FEATURES = ["first_serve_pct", "first_serve_won_pct", "second_serve_won_pct"
                 "aces_per_match", "double_faults_per_match"]
 
 
-def load_atp(data_dir: str | os.PathLike | None = None, year: int = 2019, min_matches: int = 40) -> RankedCatalog:
+def load_atp(data_dir: str | os.PathLike | None = None, year: int = 2019, min_matches: int = 30) -> RankedCatalog:
     """ATP players of one season ranked by the ATP serve rating (paper 001, Appendix A, "Tennis").
 
     Per player, over the season's tour-level matches with serve statistics: % first serves in,
