@@ -10,8 +10,8 @@ kafka_bootstrap : str (session)
     Bootstrap address of a Kafka broker that answers: ``$PREFSTREAM_BOOTSTRAP`` or
     ``127.0.0.1:${PREFSTREAM_KAFKA_PORT:-9092}``. Under ``CI=true`` an unreachable broker FAILS the tests that use it
     (.ci/run starts the broker first). Locally, when the default local broker is not running,
-    it is started with :func:`stream.broker.start_broker` and stopped again at the end of the
-    session. Tests using it are marked ``kafka`` automatically (``-m "not kafka"`` skips them).
+    it is started with :func:`stream.broker.start_broker` and left running (``make
+    broker-stop`` stops it; ``make test`` starts/stops it around the run itself). Tests using it are marked ``kafka`` automatically (``-m "not kafka"`` skips them).
 kafka_options : dict (session)
     kafka-python keyword arguments for that broker (bootstrap + ``PREFSTREAM_*`` security
     options): ``KafkaProducer(**kafka_options)``.
@@ -93,16 +93,16 @@ def kafka_bootstrap() -> str:
             "or unset PREFSTREAM_BOOTSTRAP to use the local broker.",
             pytrace=False,
         )
-    from stream.broker import start_broker, stop_broker
+    from stream.broker import start_broker
 
+    # Started here, it is left running afterwards: on a shared machine another pytest session
+    # may be using it by then (stop it with `make broker-stop`; `make test` starts and stops
+    # it around the run by itself).
     try:
         bootstrap = start_broker(timeout=120)
     except BrokerError as exc:
         pytest.fail(f"could not start the local Kafka broker: {exc}", pytrace=False)
-    try:
-        yield bootstrap
-    finally:
-        stop_broker()
+    yield bootstrap
 
 
 @pytest.fixture(scope="session")
