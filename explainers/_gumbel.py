@@ -71,8 +71,8 @@ def _check_logits(alpha, beta, owner: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sorted_sequences(a: np.ndarray, b: np.ndarray):
-    """Sort by ν (non-increasing) and compute ᾱ, β̄ (App. B.3) for a batch ``(K, d)``."""
-    a = _log_softmax(a)  # shift invariance of the argmax: keep magnitudes small
+    """Normalise, sort by ν (non-increasing) and compute ᾱ, β̄ (App. B.3) for a batch ``(K, d)``."""
+    a = _log_softmax(a)  # shift invariance of the argmax: keep magnitudes small (a, b <= 0)
     b = _log_softmax(b)
     nu = a - b
     order = np.argsort(-nu, axis=1, kind="stable")
@@ -82,12 +82,58 @@ def _sorted_sequences(a: np.ndarray, b: np.ndarray):
     abar = np.logaddexp.accumulate(a_s, axis=1)  # abar[k] = log Σ_{j<=k} e^{a_j}   (0-based)
     rev = np.logaddexp.accumulate(b_s[:, ::-1], axis=1)[:, ::-1]  # rev[k] = log Σ_{j>=k} e^{b_j}
     bbar = np.concatenate([rev[:, 1:], np.full((a.shape[0], 1), -np.inf)], axis=1)  # Σ_{j>k}
-    return order, a_s, b_s, nu_s, abar, bbar
+    return a, b, order, a_s, b_s, nu_s, abar, bbar
 
 
 def _log_diag(a_s, b_s, abar, bbar) -> np.ndarray:
     """``log P_rr = −log(e^{ᾱ_r−α_r} + e^{β̄_r−β_r})`` (App. B.3; β̄_d = −inf gives P_dd)."""
     return -np.logaddexp(abar - a_s, bbar - b_s)
+
+
+def _log_c(nu_s, abar, bbar) -> np.ndarray:
+    """``log c_k``, k = 1..d−1 (App. B.3), shape (K, d−1); ``-inf`` where ``ν_k = ν_{k+1}``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = bbar[:, :-1] - abar[:, :-1]  # γ̄_k
+        gap = nu_s[:, 1:] - nu_s[:, :-1]  # ν_{k+1} − ν_k <= 0
+        # σ(g+ν_k) − σ(g+ν_{k+1}) = σ(g+ν_k) σ(−g−ν_{k+1}) (1 − e^{ν_{k+1}−ν_k})
+        log_c = (-bbar[:, :-1] - abar[:, :-1] + _log_sigmoid(g + nu_s[:, :-1]) + _log_sigmoid(-(g + nu_s[:, 1:]))
+                 + np.log(-np.expm1(gap)))
+    return np.where(gap < 0, log_c, -np.inf)
+
+
+def _to_original(X: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Re-index a batch of sorted-order tables ``(K, d, d)`` back to the original class order."""
+    K, d = order.shape
+    rank = np.argsort(order, axis=1)
+    flat = rank[:, :, None] * d + (rank + (np.arange(K) * (d * d))[:, None])[:, None, :]
+    return X.reshape(-1)[flat]
+
+
+def _prepare(alpha, beta, owner):
+    a, b = _check_logits(alpha, beta, owner)
+    batch = a.shape[:-1]
+    d = a.shape[-1]
+    return a.reshape(-1, d), b.reshape(-1, d), batch, d
+
+
+def _upper_mask(d: int) -> np.ndarray:
+    """``tri[r, k] = r <= k`` for r in 0..d−1, k in 0..d−2 (terms of Σ_{k=r}^{s−1} c_k)."""
+    return np.arange(d)[:, None] <= np.arange(d - 1)[None, :]
+
+
+def _log_table(a, b, order, a_s, b_s, nu_s, abar, bbar) -> np.ndarray:
+    K, d = a.shape
+    log_c = _log_c(nu_s, abar, bbar)
+    # running log-sum-exp, never a difference: acc[r, k] = log Σ_{k'=r}^{k} c_{k'}  (r <= k)
+    m = np.where(_upper_mask(d)[None], log_c[:, None, :], -np.inf)
+    acc = np.logaddexp.accumulate(m, axis=2)
+    log_sum = np.concatenate([np.full((K, d, 1), -np.inf), acc], axis=2)  # [r, s] = acc[r, s−1]; −inf if s <= r
+    logP = a[:, :, None] + b[:, None, :] + _to_original(log_sum, order)  # P_rs = e^{α_r+β_s}(C_s − C_r)
+    diag = np.empty((K, d))
+    np.put_along_axis(diag, order, _log_diag(a_s, b_s, abar, bbar), axis=1)
+    idx = np.arange(d)
+    logP[:, idx, idx] = diag
+    return logP
 
 
 def log_gumbel_max_coupling(alpha, beta) -> np.ndarray:
@@ -126,46 +172,29 @@ def log_gumbel_max_coupling(alpha, beta) -> np.ndarray:
     >>> bool(np.isfinite(P).all()), np.round(P.sum(axis=1), 6).tolist()
     (True, [1.0, 0.0, 0.0])
     """
-    a, b = _check_logits(alpha, beta, "log_gumbel_max_coupling")
-    batch = a.shape[:-1]
-    d = a.shape[-1]
-    a = a.reshape(-1, d)
-    b = b.reshape(-1, d)
-    K = a.shape[0]
+    a, b, batch, d = _prepare(alpha, beta, "log_gumbel_max_coupling")
     if d == 1:
         return np.zeros(batch + (1, 1))
-    order, a_s, b_s, nu_s, abar, bbar = _sorted_sequences(a, b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # log c_k, k = 0..d-2 (0-based): c_k = e^{-β̄_k-ᾱ_k}(σ(γ̄_k+ν_k) − σ(γ̄_k+ν_{k+1}))
-        g = bbar[:, :-1] - abar[:, :-1]
-        hi = g + nu_s[:, :-1]
-        lo = g + nu_s[:, 1:]
-        gap = nu_s[:, 1:] - nu_s[:, :-1]  # <= 0
-        log_c = (-bbar[:, :-1] - abar[:, :-1] + _log_sigmoid(hi) + _log_sigmoid(-lo)
-                 + np.log(-np.expm1(gap)))
-        log_c = np.where(gap < 0, log_c, -np.inf)
-        # running log-sum-exp: acc[r, k] = log Σ_{k'=r}^{k} c_{k'}  (r <= k)
-        tri = np.arange(d)[:, None] <= np.arange(d - 1)[None, :]  # (d, d-1)
-        m = np.where(tri[None], log_c[:, None, :], -np.inf)
-        acc = np.logaddexp.accumulate(m, axis=2)
-        # log P_rs = α_r + β_s + log Σ_{k=r}^{s-1} c_k  for r < s
-        log_sum = np.concatenate([np.full((K, d, 1), -np.inf), acc], axis=2)  # [r, s] -> acc[r, s-1]
-        upper = np.arange(d)[:, None] < np.arange(d)[None, :]
-        logP = np.where(upper[None], a_s[:, :, None] + b_s[:, None, :] + log_sum, -np.inf)
-    idx = np.arange(d)
-    logP[:, idx, idx] = _log_diag(a_s, b_s, abar, bbar)
-    # back to the original class order
-    inv = np.argsort(order, axis=1)
-    logP = np.take_along_axis(logP, inv[:, :, None], axis=1)
-    logP = np.take_along_axis(logP, inv[:, None, :], axis=2)
-    return logP.reshape(batch + (d, d))
+    return _log_table(*_sorted_sequences(a, b)).reshape(batch + (d, d))
+
+
+_FAST_MAX_LOG_C = 600.0
 
 
 def gumbel_max_coupling(alpha, beta) -> np.ndarray:
     """Joint table ``P[..., r, s] = P(X = r, Y = s)`` of the Gumbel-max coupling (probabilities).
 
-    ``exp`` of :func:`log_gumbel_max_coupling`; see there for parameters, errors and source
-    (paper 003, Lemma 3.7, Appendix B). Rows sum to ``softmax(alpha)``, columns to ``softmax(beta)``.
+    Same closed form as :func:`log_gumbel_max_coupling` (paper 003, Lemma 3.7, Appendix B; see
+    there for parameters and errors). Rows sum to ``softmax(alpha)``, columns to ``softmax(beta)``.
+
+    Notes
+    -----
+    The sums ``Σ_{k=r}^{s−1} c_k`` are formed as running sums of non-negative terms (never as
+    differences ``C_s − C_r`` of prefix sums, which cancel catastrophically), after scaling every
+    ``c_k`` by ``e^{−M}``, ``M = max_k log c_k``. When ``M <= 600`` this linear-domain evaluation
+    is exact to rounding (terms below ``e^{M−745}`` contribute less than ``e^{−145}``); pairs with
+    larger ``M`` fall back to the log-space table (a guard: with softmax-normalised logits we
+    observed ``M <= 0`` even for logit gaps of 10^5).
 
     Examples
     --------
@@ -173,7 +202,33 @@ def gumbel_max_coupling(alpha, beta) -> np.ndarray:
     >>> bool(np.allclose(P.sum(axis=0), np.exp([0.0, 1.0, 0.0]) / np.exp([0.0, 1.0, 0.0]).sum()))
     True
     """
-    return np.exp(log_gumbel_max_coupling(alpha, beta))
+    a0, b0, batch, d = _prepare(alpha, beta, "gumbel_max_coupling")
+    if d == 1:
+        return np.ones(batch + (1, 1))
+    a, b, order, a_s, b_s, nu_s, abar, bbar = _sorted_sequences(a0, b0)
+    K = a.shape[0]
+    log_c = _log_c(nu_s, abar, bbar)
+    M = np.max(log_c, axis=1)
+    M = np.where(np.isfinite(M), M, 0.0)  # all c_k = 0: no off-diagonal mass
+    fast = M <= _FAST_MAX_LOG_C
+    out = np.empty((K, d, d))
+    if np.any(fast):
+        f = np.flatnonzero(fast) if not np.all(fast) else slice(None)
+        Mf = M[f]
+        c = np.exp(log_c[f] - Mf[:, None])
+        Kf = c.shape[0]
+        # P_sorted[r, s] = e^{α_r + M} e^{β_s} Σ_{k=r}^{s−1} c̃_k   (running sums, zero for s <= r)
+        P = np.zeros((Kf, d, d))
+        np.cumsum(c[:, None, :] * _upper_mask(d)[None], axis=2, out=P[:, :, 1:])
+        P *= np.exp(a_s[f] + Mf[:, None])[:, :, None]  # <= e^600
+        P *= np.exp(b_s[f])[:, None, :]
+        idx = np.arange(d)
+        P[:, idx, idx] = np.exp(_log_diag(a_s[f], b_s[f], abar[f], bbar[f]))
+        out[f] = _to_original(P, order[f])
+    if not np.all(fast):
+        s = np.flatnonzero(~fast)
+        out[s] = np.exp(_log_table(a[s], b[s], order[s], a_s[s], b_s[s], nu_s[s], abar[s], bbar[s]))
+    return out.reshape(batch + (d, d))
 
 
 def log_gumbel_max_stay_probability(alpha, beta) -> np.ndarray:
@@ -196,7 +251,7 @@ def log_gumbel_max_stay_probability(alpha, beta) -> np.ndarray:
     d = a.shape[-1]
     if d == 1:
         return np.zeros(batch)
-    _, a_s, b_s, _, abar, bbar = _sorted_sequences(a.reshape(-1, d), b.reshape(-1, d))
+    _, _, _, a_s, b_s, _, abar, bbar = _sorted_sequences(a.reshape(-1, d), b.reshape(-1, d))
     ld = _log_diag(a_s, b_s, abar, bbar)
     mx = ld.max(axis=1, keepdims=True)
     out = mx[:, 0] + np.log(np.exp(ld - mx).sum(axis=1))

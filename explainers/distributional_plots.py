@@ -56,7 +56,7 @@ def _feature_index(expl: Explanation, feature) -> int:
 
 
 def plot_transition_heatmap(expl: Explanation, feature=None, *, ax=None, show_diagonal: bool = False,
-                            cmap: str = "viridis", path=None):
+                            cmap: str = "YlOrRd", path=None):
     """Heatmap of the transition probabilities of one feature: rows = from class, columns = to class.
 
     Parameters
@@ -156,7 +156,7 @@ def plot_importance_bars(expl: Explanation, *, ax=None, max_features: int = 20, 
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right")
-    ax.set_title(expl.method, fontsize=9)
+    ax.set_title(expl.method, fontsize=9, pad=28)
     if path is not None:
         ax.figure.tight_layout()
         ax.figure.savefig(path, dpi=150)

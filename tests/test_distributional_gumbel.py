@@ -120,3 +120,19 @@ def test_bad_input_raises_clear_errors():
         bernoulli_comonotone_coupling(1.5, 0.2)
     with pytest.raises(InvalidParameterError, match="n_draws"):
         monte_carlo_gumbel_max_coupling([0.0, 1.0], [1.0, 0.0], 0)
+
+
+def test_linear_domain_fast_path_equals_the_log_space_table_at_every_scale(monkeypatch):
+    import explainers._gumbel as G
+
+    rng = np.random.default_rng(21)
+    for scale in (0.1, 1.0, 10.0, 100.0, 300.0, 1000.0, 1e5):
+        A, B = rng.normal(size=(50, 9)) * scale, rng.normal(size=(50, 9)) * scale
+        P = gumbel_max_coupling(A, B)
+        L = np.exp(log_gumbel_max_coupling(A, B))
+        assert np.max(np.abs(P - L)) < 1e-14
+        assert np.max(np.abs(P.sum(axis=2) - softmax(A))) < 1e-12
+        # force the guarded log-space branch for half of the pairs
+        monkeypatch.setattr(G, "_FAST_MAX_LOG_C", -np.inf)
+        assert np.max(np.abs(G.gumbel_max_coupling(A, B) - L)) < 1e-14
+        monkeypatch.setattr(G, "_FAST_MAX_LOG_C", 600.0)
