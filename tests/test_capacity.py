@@ -491,3 +491,18 @@ def test_lp_solves_problem_2():
     B = constraint_matrix(idx)
     rc = solve_lp(D, lab, delta, lam, B=B)
     assert (B @ rc.m).max() <= 1e-9 and rc.objective >= res.objective - 1e-12
+
+
+def test_lp_column_generation_reaches_the_direct_optimum():
+    from learners.capacity_solvers import solve_lp_colgen
+
+    rng = np.random.default_rng(12)
+    for agg in ("choquet", "multilinear"):
+        idx = SubsetIndex(6)
+        UL, UR = rng.random((120, 6)), rng.random((120, 6))
+        y = rng.choice([-1, 1, 0], size=120, p=[0.45, 0.45, 0.1])
+        direct = solve_lp(idx.features(UL, agg) - idx.features(UR, agg), y, 0.01, 0.005)
+        cg = solve_lp_colgen(idx, UL, UR, y, 0.01, 0.005, aggregation=agg, add=8)
+        assert cg.status == 0 and cg.rounds > 1 and cg.n_columns < idx.d
+        assert cg.objective == pytest.approx(direct.objective, rel=1e-7, abs=1e-10)
+        assert cg.extra["max_violation"] <= 1e-7
