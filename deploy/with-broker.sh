@@ -16,8 +16,10 @@ if [ -n "${PREFSTREAM_BOOTSTRAP:-}" ] && [ "${PREFSTREAM_BOOTSTRAP}" != "127.0.0
 elif "$HERE/kafka/status.sh" >/dev/null 2>&1; then
   echo "[with-broker] local broker already running; leaving it running" >&2
 else
-  "$HERE/kafka/start.sh" >/dev/null
-  STARTED=1
+  FLAG="$(mktemp)"; rm -f "$FLAG"
+  "$HERE/kafka/start.sh" --started-flag "$FLAG" >/dev/null
+  # Only stop what this call launched (someone else may have started it meanwhile).
+  if [ -f "$FLAG" ]; then STARTED=1; rm -f "$FLAG"; fi
 fi
 cleanup() { if [ "$STARTED" = 1 ]; then "$HERE/kafka/stop.sh" || true; fi; }
 trap cleanup EXIT

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the local single-node Apache Kafka broker (KRaft) on 127.0.0.1.
 #
-#   deploy/kafka/start.sh [--fresh] [--timeout SECONDS]
+#   deploy/kafka/start.sh [--fresh] [--timeout SECONDS] [--started-flag FILE]
 #
 # 1. resolves the broker jars from Maven Central once (mvn dependency:copy-dependencies) into
 #    $KAFKA_HOME/libs, outside the git tree;
@@ -11,19 +11,22 @@
 # Idempotent: if our broker is already running (or any broker already answers on the port) it
 # only reports that. On failure it prints the reason and the tail of the broker log, exit 1.
 # Paths and ports: see env.sh (PREFSTREAM_CACHE, PREFSTREAM_KAFKA_PORT, ...). Prints the
-# bootstrap address as its last stdout line.
+# bootstrap address as its last stdout line. With --started-flag FILE, FILE is created only when
+# this call launched the broker (callers that must stop what they started, e.g. with-broker.sh).
 set -euo pipefail
 # shellcheck source=env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 FRESH=0
+STARTED_FLAG=""
 TIMEOUT="${PREFSTREAM_KAFKA_START_TIMEOUT:-120}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --fresh) FRESH=1 ;;
     --timeout) TIMEOUT="$2"; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "start.sh: unknown argument '$1' (expected --fresh or --timeout SECONDS)" >&2; exit 2 ;;
+    --started-flag) STARTED_FLAG="$2"; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "start.sh: unknown argument '$1' (expected --fresh, --timeout SECONDS, --started-flag FILE)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -113,6 +116,7 @@ setsid nohup java $KAFKA_HEAP_OPTS -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 
     -cp "$CP" kafka.Kafka "$CONF" > "$KAFKA_LOG_FILE" 2>&1 < /dev/null 9>&- &
 PID=$!
 echo "$PID" > "$KAFKA_PID_FILE"
+[ -n "$STARTED_FLAG" ] && echo "$PID" > "$STARTED_FLAG"
 
 # ---- 4. wait until it answers --------------------------------------------------------------
 t0=$SECONDS
