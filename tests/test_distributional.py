@@ -222,8 +222,17 @@ def test_random_order_constructions_agree():
     assert ExplicitCoalitionStructure(Banzhaf().player_weights(n)).symmetric
 
 
+def _random_explicit_structure(n, seed=0):
+    rng = np.random.default_rng(seed)
+    W = rng.random((n, 2 ** n)) * ~all_coalitions(n).T
+    return ExplicitCoalitionStructure(W / W.sum(axis=1, keepdims=True))
+
+
 @pytest.mark.parametrize("struct", [Shapley(), Banzhaf(), Semivalue([0.5, 0.0, 0.2, 0.1, 0.2]),
-                                    RandomOrderValue(groups=[[4, 1], [0, 2, 3]])])
+                                    RandomOrderValue(groups=[[4, 1], [0, 2, 3]]),
+                                    RandomOrderValue(permutations=[[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 0, 4, 1, 3]],
+                                                     weights=[0.5, 0.3, 0.2]),
+                                    _random_explicit_structure(5)])
 def test_monte_carlo_converges_within_its_standard_error(struct):
     g, _ = linear_logit_game(n=5, d=3, seed=10)
     exact = distributional_value(g, struct)
@@ -477,3 +486,24 @@ def test_bad_input_raises():
         distributional_value(reference_game(lambda Z: np.full((len(Z), 3), 0.5), [1.0, 2.0], [0.0, 0.0]))
     with pytest.raises(InvalidInputError, match="no payoff"):
         table_game({(): 0.0, (0,): 1.0}, "bernoulli", n_players=2)
+
+
+def test_records_validate_against_the_explanation_schema():
+    import pathlib
+
+    jsonschema = pytest.importorskip("jsonschema")
+    path = pathlib.Path(__file__).resolve().parents[1] / "stream" / "schemas" / "explanation.v1.json"
+    if not path.exists():
+        pytest.skip("explanation schema not present")
+    schema = json.loads(path.read_text())
+    g, _ = linear_logit_game(n=3, d=3)
+    nu = pairwise_margin_value_function(lambda L, R: (L - R).sum(1), [1.0, 0.0], [0.0, 1.0])
+    exps = [
+        to_explanation(distributional_value(g, method="monte-carlo", n_samples=50, random_state=0)),
+        explain_preference(nu, ["a", "b"]),
+        explain_gaussian_utility(lambda X: (X.sum(1), 1.0 + X[:, 0] ** 2), [1.0, 2.0], [0.0, 0.0]),
+    ]
+    for e in exps:
+        for rec in e.to_records(instance_ids=["r1"]):
+            jsonschema.validate(json.loads(json.dumps(rec)), schema)
+            assert rec["method"].startswith("distributional-")
