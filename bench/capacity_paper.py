@@ -8,9 +8,13 @@ Protocol (paper Section 5, with the choices the paper leaves open stated here):
 * alternatives x, y uniform on [0, 1]^n; Choquet features φ_S = min; label +1 if
   ⟨m, φ(x)⟩ + ε_x > ⟨m, φ(y)⟩ + ε_y else −1, ε ~ N(0, 0.03²) on both overall values (strict
   preferences only: with continuous noise exact ties have probability 0);
-* T training pairs, 500 test pairs generated the same way (noisy labels; the noise-free accuracy
-  and the ceiling ``acc_oracle`` — the true capacity scored against the noisy test labels — are
-  printed too); λ = 0.01, γ = 10³, ρ = 1; δ = ``--delta`` (the paper does not print δ;
+* T noisy training pairs; 500 test pairs drawn the same way. ``acc_*`` is the share of test pairs
+  whose *noise-free* preference (sign of ⟨m, φ(x) − φ(y)⟩ for the true m) the learned model
+  predicts; ``acc_*_noisy`` scores against the noisy labels instead, and ``acc_oracle_noisy`` is
+  the ceiling of that second measure (the true capacity against the noisy labels). The paper does
+  not say which it reports; its LP accuracy at n = 15 (0.89) exceeds this generator's
+  noisy-label ceiling (≈ 0.86), so the noise-free reading is the one comparable with Table 1;
+  both are printed; λ = 0.01, γ = 10³, ρ = 1; δ = ``--delta`` (the paper does not print δ;
   default 1e-3, see bench/results/capacity.md for a sweep);
 * FOBOS with η_t = η₁/√t, η₁ = 1/√d; Batch(LP) = problem (2) with linprog(method="highs"),
   by default solved by column generation (``solve_lp_colgen``: the same optimum, certified by
@@ -83,9 +87,10 @@ def draw_pairs(v: np.ndarray, n: int, T: int, rng: np.random.Generator, sigma: f
     return X, Y, noisy, clean
 
 
-def accuracy(model, Xt, Yt, lab) -> float:
-    g = model.margins(Xt, Yt)
-    return float(np.mean(np.sign(g) == lab))
+def accuracy(model, Xt, Yt, lab) -> tuple[float, float]:
+    """(accuracy on the noise-free test preferences, accuracy on the noisy test labels); lab = (clean, noisy)."""
+    g = np.sign(model.margins(Xt, Yt))
+    return float(np.mean(g == lab[0])), float(np.mean(g == lab[1]))
 
 
 def mono_violation(m: np.ndarray, idx: SubsetIndex) -> float:
@@ -112,7 +117,8 @@ def one_sim(n: int, T: int, seed: int, args) -> dict:
     v = capacity_from_mobius(m_true, idx)
     X, Y, lab, _ = draw_pairs(v, n, T, rng)
     Xt, Yt, labt, labt_clean = draw_pairs(v, n, 500, rng)
-    out = {"acc_oracle": float(np.mean(np.sign(choquet_from_capacity(Xt, v) - choquet_from_capacity(Yt, v)) == labt))}
+    out = {"acc_oracle_noisy": float(np.mean(np.sign(choquet_from_capacity(Xt, v) - choquet_from_capacity(Yt, v)) == labt))}
+    labs = (labt_clean, labt)
     every = args.viol_every if args.viol_every else (1 if n <= 12 else max(1, T // 20))
     common = dict(criteria=[f"c{i}" for i in range(n)], l1=args.l1, gamma=args.gamma, delta=args.delta)
 
@@ -120,8 +126,7 @@ def one_sim(n: int, T: int, seed: int, args) -> dict:
     c0 = time.process_time()
     out["t_rda_s"], path = train_tracked(rda, X, Y, lab, every if args.track else T)
     out["cpu_rda_s"] = time.process_time() - c0 if not args.track else math.nan
-    out["acc_rda"] = accuracy(rda, Xt, Yt, labt)
-    out["acc_rda_clean"] = accuracy(rda, Xt, Yt, labt_clean)
+    out["acc_rda"], out["acc_rda_noisy"] = accuracy(rda, Xt, Yt, labs)
     out["nnz_rda"] = float(np.count_nonzero(rda.mobius))
     out["path_rda"] = path
     out["viol_rda"] = float(np.mean([p for _, p in path])) if path else mono_violation(rda.mobius, idx)
@@ -132,22 +137,23 @@ def one_sim(n: int, T: int, seed: int, args) -> dict:
         admm = None
     if admm is not None and not args.no_admm:
         out["t_admm_s"], path = train_tracked(admm, X, Y, lab, every if args.track else T)
-        out["acc_admm"] = accuracy(admm, Xt, Yt, labt)
+        out["acc_admm"], out["acc_admm_noisy"] = accuracy(admm, Xt, Yt, labs)
         out["nnz_admm"] = float(np.count_nonzero(admm.mobius))
         out["path_admm"] = path
         out["viol_admm"] = float(np.mean([p for _, p in path])) if path else mono_violation(admm.mobius, idx)
     else:
-        out.update(t_admm_s=math.nan, acc_admm=math.nan, viol_admm=math.nan, nnz_admm=math.nan)
+        out.update(t_admm_s=math.nan, acc_admm=math.nan, acc_admm_noisy=math.nan, viol_admm=math.nan,
+                   nnz_admm=math.nan)
 
     if not args.no_fobos:
         fob = CapacityFOBOS(**common)
         t0 = time.perf_counter()
         fob.learn_many(X, Y, lab)
         out["t_fobos_s"] = time.perf_counter() - t0
-        out["acc_fobos"] = accuracy(fob, Xt, Yt, labt)
+        out["acc_fobos"], out["acc_fobos_noisy"] = accuracy(fob, Xt, Yt, labs)
         out["nnz_fobos"] = float(np.count_nonzero(fob.mobius))
     else:
-        out.update(t_fobos_s=math.nan, acc_fobos=math.nan, nnz_fobos=math.nan)
+        out.update(t_fobos_s=math.nan, acc_fobos=math.nan, acc_fobos_noisy=math.nan, nnz_fobos=math.nan)
 
     if n <= args.lp_max_n:
         t0 = time.perf_counter()
@@ -160,13 +166,12 @@ def one_sim(n: int, T: int, seed: int, args) -> dict:
             lp = CapacityRDA(**common)
             lp._m[:] = res.m
             lp._version += 1
-            out["acc_lp"] = accuracy(lp, Xt, Yt, labt)
-            out["acc_lp_clean"] = accuracy(lp, Xt, Yt, labt_clean)
+            out["acc_lp"], out["acc_lp_noisy"] = accuracy(lp, Xt, Yt, labs)
             out["nnz_lp"] = float(np.count_nonzero(np.abs(res.m) > 1e-12))
         except BudgetError:
-            out.update(t_lp_s=math.nan, acc_lp=math.nan, nnz_lp=math.nan, acc_lp_clean=math.nan)
+            out.update(t_lp_s=math.nan, acc_lp=math.nan, nnz_lp=math.nan, acc_lp_noisy=math.nan)
     else:
-        out.update(t_lp_s=math.nan, acc_lp=math.nan, nnz_lp=math.nan, acc_lp_clean=math.nan)
+        out.update(t_lp_s=math.nan, acc_lp=math.nan, nnz_lp=math.nan, acc_lp_noisy=math.nan)
     return out
 
 
@@ -228,7 +233,8 @@ def main(argv=None) -> None:
     sd = lambda k: float(np.nanstd([r[k] for r in results])) if not all(np.isnan(r[k]) for r in results) else math.nan
     paper = PAPER.get((args.n, args.T))
     print(f"summary over {args.sims} sims (mean ± sd): delta={args.delta} l1={args.l1} gamma={args.gamma} rho={args.rho}")
-    for k in ("acc_oracle", "acc_rda", "acc_rda_clean", "acc_lp_clean", "cpu_rda_s", "acc_admm", "acc_fobos", "acc_lp", "t_rda_s", "t_admm_s", "t_fobos_s", "t_lp_s",
+    for k in ("acc_rda", "acc_admm", "acc_fobos", "acc_lp", "acc_oracle_noisy", "acc_rda_noisy", "acc_admm_noisy",
+              "acc_fobos_noisy", "acc_lp_noisy", "cpu_rda_s", "t_rda_s", "t_admm_s", "t_fobos_s", "t_lp_s",
               "nnz_rda", "nnz_admm", "nnz_fobos", "nnz_lp", "viol_rda", "viol_admm"):
         print(f"  {k:14s} {mean(k):.4g} ± {sd(k):.2g}")
     if paper:

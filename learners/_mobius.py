@@ -35,6 +35,7 @@ from learners.exceptions import BudgetError, InvalidInputError, InvalidParameter
 
 __all__ = [
     "AGGREGATIONS",
+    "ConstraintOperator",
     "SubsetIndex",
     "capacity_from_mobius",
     "constraint_matrix",
@@ -499,3 +500,87 @@ def violation(residuals: np.ndarray) -> float:
     """Constraint violation ‖[B m]₊‖²₂ (paper Section 5, Fig. 1a, before averaging over t)."""
     r = np.asarray(residuals, dtype=np.float64)
     return float(np.square(np.maximum(r, 0.0)).sum())
+
+
+class ConstraintOperator:
+    """Matrix-free B of :func:`constraint_matrix` (same rows, same order), through fast transforms.
+
+    ``B @ m`` is :func:`constraint_residuals` of ``v = zeta(m)``: O(n 2**n) for monotonicity,
+    O(n² 2**n) with supermodularity, and no O(n 3**n) non-zeros to store — for the n where the
+    sparse B no longer fits (n ≥ 14 or so). ``B.T @ u`` is the exact adjoint: scatter the rows
+    back onto a full set function w, then apply the superset-sum transform
+    (ζᵀ w)(T) = Σ_{S⊇T} w(S) and keep the model's coalitions.
+
+    Parameters
+    ----------
+    index : SubsetIndex
+        Requires n ≤ MAX_FULL_N (full set functions are materialised).
+    constraints : sequence of {"monotone", "supermodular"}
+
+    Examples
+    --------
+    >>> idx = SubsetIndex(3)
+    >>> B = ConstraintOperator(idx, ("monotone", "supermodular"))
+    >>> bool(np.allclose(B.toarray(), constraint_matrix(idx, ("monotone", "supermodular")).toarray()))
+    True
+    """
+
+    def __init__(self, index: SubsetIndex, constraints: Iterable[str] = ("monotone",), _transposed: bool = False):
+        _check_full_budget(index.n)
+        for c in constraints:
+            if c not in CONSTRAINTS:
+                raise InvalidParameterError(f"Unknown constraint {c!r}; expected a subset of {CONSTRAINTS}.")
+        self.index = index
+        self.constraints = tuple(c for c in CONSTRAINTS if c in constraints)
+        n = index.n
+        rows = (n << (n - 1) if "monotone" in self.constraints else 0) + \
+            (math.comb(n, 2) << (n - 2) if "supermodular" in self.constraints and n >= 2 else 0)
+        self._rows = rows
+        self._transposed = _transposed
+        self.shape = (index.d, rows) if _transposed else (rows, index.d)
+
+    @property
+    def T(self) -> "ConstraintOperator":
+        return ConstraintOperator(self.index, self.constraints, not self._transposed)
+
+    def __matmul__(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.shape[1],):
+            raise InvalidInputError(f"ConstraintOperator of shape {self.shape} cannot multiply a vector of shape {x.shape}.")
+        return self._rmatvec(x) if self._transposed else self._matvec(x)
+
+    def _matvec(self, m: np.ndarray) -> np.ndarray:
+        return constraint_residuals(zeta_transform(self.index.to_full(m)), self.constraints)
+
+    def _rmatvec(self, u: np.ndarray) -> np.ndarray:
+        n = self.index.n
+        w = np.zeros(1 << n)
+        pos = 0
+        if "monotone" in self.constraints:
+            half = 1 << (n - 1)
+            for i in range(n):
+                ui = u[pos:pos + half].reshape(-1, 1 << i)
+                a = w.reshape(-1, 2, 1 << i)
+                a[:, 0, :] += ui           # row = v(S∖i) − v(S)
+                a[:, 1, :] -= ui
+                pos += half
+        if "supermodular" in self.constraints and n >= 2:
+            q = 1 << (n - 2)
+            for i in range(n):
+                for j in range(i + 1, n):
+                    uij = u[pos:pos + q].reshape(-1, 1 << (j - i - 1), 1 << i)
+                    a = w.reshape(-1, 2, 1 << (j - i - 1), 2, 1 << i)
+                    a[:, 1, :, 1, :] -= uij   # row = −(v(S∪ij) − v(S∪i) − v(S∪j) + v(S))
+                    a[:, 1, :, 0, :] += uij
+                    a[:, 0, :, 1, :] += uij
+                    a[:, 0, :, 0, :] -= uij
+                    pos += q
+        for i in range(n):                 # superset sums: (ζᵀ w)(T) = Σ_{S ⊇ T} w(S)
+            a = w.reshape(-1, 2, 1 << i)
+            a[:, 0, :] += a[:, 1, :]
+        return self.index.from_full(w)
+
+    def toarray(self) -> np.ndarray:
+        """Dense matrix (for tests on small n)."""
+        eye = np.eye(self.shape[1])
+        return np.stack([self @ e for e in eye], axis=1)

@@ -46,6 +46,7 @@ from learners._mobius import (
     AGGREGATIONS,
     CONSTRAINTS,
     MAX_FULL_N,
+    ConstraintOperator,
     SubsetIndex,
     capacity_from_mobius,
     constraint_matrix,
@@ -623,7 +624,11 @@ class CapacityRDA(_CapacityLearner):
     rho : float, default 1.0
         ADMM penalty ρ > 0 (Algorithm 2).
     max_nnz : int, default 30_000_000
-        Budget on non-zeros of B.
+        Budget on non-zeros of the sparse B (n·3**(n−1) for monotonicity).
+    constraint_backend : {"auto", "sparse", "implicit"}, default "auto"
+        B as a scipy.sparse CSR matrix, or matrix-free through fast Möbius transforms
+        (:class:`~learners._mobius.ConstraintOperator`, O(n 2**n) per product, no storage);
+        "auto" uses the sparse matrix when it fits ``max_nnz``.
 
     Raises
     ------
@@ -643,8 +648,10 @@ class CapacityRDA(_CapacityLearner):
     def __init__(self, criteria: Sequence[str], aggregation: str = "choquet", k_additive: int | None = None,
                  l1: float = 0.01, gamma: float = 1e3, delta: float = 0.01, scaler: str = "none",
                  decreasing: Sequence[str] = (), constraints: Sequence[str] = (), rho: float = 1.0,
-                 max_nnz: int = 30_000_000) -> None:
+                 max_nnz: int = 30_000_000, constraint_backend: str = "auto") -> None:
         super().__init__(criteria, aggregation, k_additive, l1, gamma, delta, scaler, decreasing)
+        check_param("CapacityRDA", "constraint_backend", constraint_backend,
+                    constraint_backend in ("auto", "sparse", "implicit"), "one of ('auto', 'sparse', 'implicit')")
         check_param("CapacityRDA", "constraints", constraints,
                     not isinstance(constraints, str) and set(constraints) <= set(CONSTRAINTS),
                     f"a sequence of names among {CONSTRAINTS}")
@@ -652,11 +659,22 @@ class CapacityRDA(_CapacityLearner):
         self.constraints = [c for c in CONSTRAINTS if c in constraints]
         self.rho = float(rho)
         self.max_nnz = int(max_nnz)
+        self.constraint_backend = constraint_backend
         self._G = np.zeros(self._index.d)
         if self.constraints:
             self._algorithm = "admm-rda"
-            self._B = constraint_matrix(self._index, self.constraints, max_nnz=self.max_nnz)
-            self._BT = self._B.T.tocsr()
+            B = None
+            if constraint_backend in ("auto", "sparse"):
+                try:
+                    B = constraint_matrix(self._index, self.constraints, max_nnz=self.max_nnz)
+                    BT = B.T.tocsr()
+                except BudgetError:
+                    if constraint_backend == "sparse":
+                        raise
+            if B is None:
+                B = ConstraintOperator(self._index, self.constraints)
+                BT = B.T
+            self._B, self._BT = B, BT
             self._admm = ADMMState.zeros(self._B.shape[0])
         else:
             self._B = self._BT = self._admm = None
@@ -720,7 +738,7 @@ class CapacityRDA(_CapacityLearner):
 
     @property
     def constraint_matrix(self):
-        """B (scipy.sparse CSR, shape (b, d)) of Algorithm 2, or None for Algorithm 1."""
+        """B (scipy.sparse CSR or ConstraintOperator, shape (b, d)) of Algorithm 2, or None for Algorithm 1."""
         return self._B
 
     def _update(self, c: float, w: float, d: np.ndarray) -> None:

@@ -506,3 +506,28 @@ def test_lp_column_generation_reaches_the_direct_optimum():
         assert cg.status == 0 and cg.rounds > 1 and cg.n_columns < idx.d
         assert cg.objective == pytest.approx(direct.objective, rel=1e-7, abs=1e-10)
         assert cg.extra["max_violation"] <= 1e-7
+
+
+def test_matrix_free_constraint_operator_equals_sparse_B_and_gives_same_admm_run():
+    from learners._mobius import ConstraintOperator
+
+    for n, k in [(3, None), (4, None), (5, 2)]:
+        idx = SubsetIndex(n, k)
+        cs = ("monotone", "supermodular")
+        S = constraint_matrix(idx, cs).toarray()
+        B = ConstraintOperator(idx, cs)
+        np.testing.assert_array_equal(B.toarray(), S)
+        np.testing.assert_array_equal(B.T.toarray(), S.T)
+    rng = np.random.default_rng(13)
+    idx = SubsetIndex(5)
+    names = [f"c{i}" for i in range(5)]
+    X, Y, lab = pairs_from(random_monotone_mobius(idx, rng), idx, 120, rng, sigma=0.03)
+    a = CapacityRDA(names, constraints=("monotone",), constraint_backend="sparse", delta=1e-3)
+    b = CapacityRDA(names, constraints=("monotone",), constraint_backend="implicit", delta=1e-3)
+    a.learn_many(X, Y, lab)
+    b.learn_many(X, Y, lab)
+    assert isinstance(b.constraint_matrix, ConstraintOperator)
+    np.testing.assert_allclose(a.mobius, b.mobius, atol=1e-12)
+    with pytest.raises(BudgetError):
+        CapacityRDA(names, constraints=("monotone",), constraint_backend="sparse", max_nnz=10)
+    assert isinstance(CapacityRDA(names, constraints=("monotone",), max_nnz=10).constraint_matrix, ConstraintOperator)
