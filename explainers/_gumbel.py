@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from learners.exceptions import InvalidInputError, InvalidParameterError, check_param
+from learners.exceptions import InvalidInputError, check_param
 
 __all__ = [
     "gumbel_max_coupling",
@@ -342,7 +342,3 @@ def monte_carlo_gumbel_max_coupling(alpha, beta, n_draws: int, random_state=None
         done += m
     p = counts.reshape(d, d) / n_draws
     return p, np.sqrt(p * (1.0 - p) / n_draws)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise InvalidParameterError("explainers._gumbel is a library module.")
