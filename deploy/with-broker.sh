@@ -25,6 +25,8 @@ cleanup() { if [ "$STARTED" = 1 ]; then "$HERE/kafka/stop.sh" || true; fi; }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
+trap 'exit 141' PIPE
 
 set +e
 "$@"

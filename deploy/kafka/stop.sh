@@ -4,7 +4,9 @@
 set -euo pipefail
 # shellcheck source=env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-log() { printf '[kafka] %s\n' "$*" >&2; }
+# A closed stderr (e.g. piped into `head`) must not abort the shutdown half-way.
+trap '' PIPE
+log() { printf '[kafka] %s\n' "$*" >&2 2>/dev/null || true; }
 
 mkdir -p "$KAFKA_RUN"
 exec 9>"$KAFKA_HOME/lifecycle.lock"
