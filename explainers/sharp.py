@@ -261,18 +261,20 @@ class _RankCounter:
     The catalog's distinct scores are put into ``G`` equal-width buckets. The bucket of a needle
     is a monotone arithmetic function of it, so every catalog value in a lower bucket is smaller
     and every value in a higher bucket is larger; only the (at most one) distinct value sharing the
-    needle's bucket is compared explicitly. ``G`` doubles (up to ``2^17``) until at most 1 % of the
-    distinct values share a bucket with another; needles that land in such a shared bucket are
+    needle's bucket is compared explicitly. ``G`` doubles (up to ``min(2^15, 32·#distinct)``, small
+    enough to stay in cache) until at most 1 % of the distinct values share a bucket with another;
+    needles that land in such a shared bucket are
     resolved with :func:`numpy.searchsorted`. The result is always identical to
     ``np.searchsorted(sorted_scores, s, side="right"/"left")`` (tested).
     """
 
-    def __init__(self, sorted_scores: np.ndarray, max_g: int = 1 << 17):
+    def __init__(self, sorted_scores: np.ndarray, max_g: int = 1 << 15):
         self.srt = sorted_scores
         self.ok = False
         u, cnt = np.unique(sorted_scores, return_counts=True)
-        if u.size < 2:
+        if u.size < 32:                          # a binary search in a tiny catalog is cheap enough
             return
+        max_g = min(max_g, 1 << int(np.ceil(np.log2(32 * u.size))))
         lo, hi = float(u[0]), float(u[-1])
         G = 1 << int(np.ceil(np.log2(max(16, 4 * u.size))))
         while True:
@@ -311,15 +313,14 @@ class _RankCounter:
             return np.searchsorted(self.srt, s, side=side)
         g = self._bucket(s, self.lo, self.scale, self.G)
         c = self.first[g]
+        bad = np.flatnonzero(c < 0) if self.has_shared else None
         hit = (self.val[g] <= s) if side == "right" else (self.val[g] < s)
         if self.mult is None:
             c += hit
         else:
             c += hit * self.mult[g]
-        if self.has_shared:
-            bad = np.flatnonzero(self.first[g] < 0)
-            if bad.size:
-                c.flat[bad] = np.searchsorted(self.srt, np.asarray(s).flat[bad], side=side)
+        if bad is not None and bad.size:
+            c.flat[bad] = np.searchsorted(self.srt, np.asarray(s).flat[bad], side=side)
         return c
 
     def count_le(self, s: np.ndarray) -> np.ndarray:
@@ -488,8 +489,18 @@ class SharpExplainer:
                 np.copyto(H[j], v[b0:b1, j, None, None])
                 np.copyto(H[j], R[:, None, :, j], where=M[None, :, j, None])
             s = _call_scores(self.score_fn, H.reshape(d, -1).T).reshape(b1 - b0, c1 - c0, m)
-            q = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
-            Q[b0:b1, mid[c0:c1]] = np.einsum("bcm,bm->bc", q, ref_w[b0:b1])
+            w = ref_w[b0:b1]
+            if qoi == "rank" and self.ties != "average":
+                # rank = 1 + n - #{catalog <= s} (min) or 1 + n - #{catalog < s} (max), minus the removed
+                # item's own count; averaged without materialising float ranks
+                cnt = self._counter.count_le(s) if self.ties == "min" else self._counter.count_lt(s)
+                if s_excl is not None:
+                    ex = s_excl[b0:b1, None, None]
+                    cnt += (ex > s) if self.ties == "min" else (ex >= s)
+                Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) * w.sum(axis=1)[:, None] - np.einsum("bcm,bm->bc", cnt, w)
+            else:
+                q = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
+                Q[b0:b1, mid[c0:c1]] = np.einsum("bcm,bm->bc", q, w)
         return Q
 
     def _check_common(self, owner: str, qoi: str, k: Any, max_coalition_size: Any) -> tuple[int | None, int]:
