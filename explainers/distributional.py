@@ -1026,7 +1026,8 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
     max_exact_players : int
         Refuse exact enumeration above this many players.
     chunk : int
-        Coalition pairs per vectorised block of the closed-form tables (memory ``chunk · d²``).
+        Coalition pairs per vectorised block of the closed-form tables (memory ``chunk · d²``,
+        capped at 2^22 table entries).
 
     Returns
     -------
@@ -1109,36 +1110,46 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
     return _aggregate_gaussian(game, params, wo, wi, player, wt, T, n, base, pred, common)
 
 
-def _pair_tables(fam, params, wo, wi, chunk):
-    """Joint tables for the distinct (without, with) pairs; returns (tables, inverse)."""
-    U = params.shape[0]
-    key = wo.astype(np.int64) * U + wi.astype(np.int64)
-    ukey, inv = np.unique(key, return_inverse=True)
-    uo, uw = ukey // U, ukey % U
-    d = fam.n_classes
-    tabs = np.empty((ukey.size, d, d))
-    for a in range(0, ukey.size, chunk):
-        b = min(a + chunk, ukey.size)
-        tabs[a:b] = fam.pair_joint(params[uw[a:b]], params[uo[a:b]])
-    return tabs, inv.reshape(-1)
+_TABLE_BUDGET = 2 ** 22  # table entries per vectorised block (32 MiB of float64)
 
 
 def _aggregate_discrete(game, params, wo, wi, player, wt, sample, T, n, chunk, base, pred, common):
+    """Stream the closed-form tables of the distinct coalition pairs into per-player sums.
+
+    Each distinct pair (S, S ∪ i) determines its player; its weight is ``p^i(S)`` (exact) or its
+    multiplicity / T (Monte Carlo, one pair per player per sample), so first and second moments
+    over samples are weighted sums of the tables and of their squares. Memory stays bounded by
+    ``_TABLE_BUDGET`` whatever the number of pairs or classes.
+    """
     fam = game.family
     d = fam.n_classes
-    tabs, inv = _pair_tables(fam, params, wo, wi, chunk)
-    trans = np.zeros((n, d, d))
+    U = params.shape[0]
+    key = wo.astype(np.int64) * U + wi.astype(np.int64)
+    ukey, first, counts = np.unique(key, return_index=True, return_counts=True)
+    uo, uw = ukey // U, ukey % U
+    uplayer = player[first]
+    uweight = wt[first] * counts
+    step = max(1, min(int(chunk), _TABLE_BUDGET // (d * d)))
+    s1 = np.zeros((n, d * d))
+    s2 = np.zeros((n, d * d)) if T is not None else None
+    m2 = np.zeros((n, d)) if T is not None else None
+    for a in range(0, ukey.size, step):
+        b = min(a + step, ukey.size)
+        tabs = fam.pair_joint(params[uw[a:b]], params[uo[a:b]]).reshape(b - a, d * d)
+        onehot = np.zeros((n, b - a))
+        onehot[uplayer[a:b], np.arange(b - a)] = uweight[a:b]
+        s1 += onehot @ tabs
+        if T is not None:
+            s2 += onehot @ tabs ** 2
+            t3 = tabs.reshape(-1, d, d)
+            m2 += onehot @ (t3.sum(axis=1) - t3.sum(axis=2)) ** 2
+    trans = s1.reshape(n, d, d)
     stderr = mean_se = None
-    if T is None:
-        for i in range(n):
-            sel = player == i
-            trans[i] = np.tensordot(wt[sel], tabs[inv[sel]], axes=1)
-    else:
-        Y = tabs[inv].reshape(T, n, d, d)  # one pair per player per sample
-        trans = Y.mean(axis=0)
-        stderr = Y.std(axis=0, ddof=1) / math.sqrt(T)
-        mv = Y.sum(axis=2) - Y.sum(axis=3)
-        mean_se = mv.std(axis=0, ddof=1) / math.sqrt(T)
+    if T is not None:
+        var = np.maximum(s2 - s1 ** 2, 0.0) * T / (T - 1)
+        stderr = np.sqrt(var / T).reshape(n, d, d)
+        mv = trans.sum(axis=1) - trans.sum(axis=2)
+        mean_se = np.sqrt(np.maximum(m2 - mv ** 2, 0.0) * T / (T - 1) / T)
     if fam.name == "bernoulli":
         base_d = np.array([1 - base, base])
         pred_d = np.array([1 - pred, pred])
@@ -1223,7 +1234,7 @@ def sampled_value(game: StochasticGame, structure="shapley", *, n_draws: int = 1
     random_state : None, int or numpy.random.Generator
     independent_noise : bool
     chunk : int
-        Noise draws per vectorised block.
+        Noise draws per vectorised block (capped so a block holds at most 2^22 outcomes/table entries).
 
     Returns
     -------
@@ -1259,8 +1270,9 @@ def sampled_value(game: StochasticGame, structure="shapley", *, n_draws: int = 1
     s_mean = np.zeros((n, d))
     s_mean2 = np.zeros((n, d))
     done = 0
+    step = max(1, min(int(chunk), _TABLE_BUDGET // max(d * d, (2 ** n) * d)))  # bounded memory per block
     while done < n_draws:
-        b = min(chunk, n_draws - done)
+        b = min(step, n_draws - done)
         if independent_noise:
             O = np.stack([fam.realise(params[[m]], fam.draw_noise(rng, b))[0] for m in range(2 ** n)])
         else:
