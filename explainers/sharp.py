@@ -453,6 +453,29 @@ class SharpExplainer:
             return r
         return (r <= k).astype(np.float64)
 
+    def _ref_outcomes(self, ref: np.ndarray, s_excl: np.ndarray | None, B: int, qoi: str,
+                      k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """QoI and rank of the reference rows themselves (coalition A), shape (B, |ref|) each.
+
+        Counts against the catalog are computed once for the reference (|ref| needles); removing
+        each explained item only subtracts one comparison per (item, reference row).
+        """
+        s_ref = self.scores[ref]
+        gt = (self.n - self._counter.count_le(s_ref))[None, :]
+        ge = (self.n - self._counter.count_lt(s_ref))[None, :]
+        if s_excl is not None:
+            gt = gt - (s_excl[:, None] > s_ref[None, :])
+            ge = ge - (s_excl[:, None] >= s_ref[None, :])
+        r = {"min": lambda: 1.0 + gt, "max": lambda: 1.0 + ge, "average": lambda: 1.0 + (gt + ge) / 2.0}[self.ties]()
+        r = np.broadcast_to(r, (B, ref.size))
+        if qoi == "score":
+            q = np.broadcast_to(s_ref, (B, ref.size))
+        elif qoi == "rank":
+            q = r
+        else:
+            q = (r <= k).astype(np.float64)
+        return q, r
+
     # ------------------------------------------------------------------ core
     def _games(self, v: np.ndarray, s_v: np.ndarray, excl: np.ndarray | None, ref_rows: np.ndarray,
                ref_w: np.ndarray, q_ref: np.ndarray, masks: np.ndarray, qoi: str, k: int | None) -> np.ndarray:
@@ -596,8 +619,7 @@ class SharpExplainer:
             raise InvalidInputError("The reference set holds only the explained item; with exclude_item=True "
                                     "it must contain at least one other item.")
         w_exact = np.where(in_ref, 0.0, 1.0 / n_eff[:, None])
-        q_ref_all = self._qoi(np.broadcast_to(self.scores[ref], (B, ref.size)), None if excl is None else s_v,
-                              qoi, k)
+        q_ref_all, r_ref_all = self._ref_outcomes(ref, None if excl is None else s_v, B, qoi, k)
         mean_q = (q_ref_all * w_exact).sum(axis=1)
         exact_sample = sample_size is None or (not replace and sample_size >= n_eff.min())
         if exact_sample:
@@ -629,9 +651,7 @@ class SharpExplainer:
             "item_index": idx.copy(), "rank": self.ranks[idx].copy(),
             "qoi_value": q_v.copy(), "mean_qoi": mean_q.copy(), "sample_base_value": alpha * sample_base,
         }
-        extra["mean_rank"] = mean_q.copy() if qoi == "rank" else (self._qoi(
-            np.broadcast_to(self.scores[ref], (B, ref.size)), None if excl is None else s_v, "rank", None)
-            * w_exact).sum(axis=1)
+        extra["mean_rank"] = (r_ref_all * w_exact).sum(axis=1)
         return Explanation(values=phi, base_values=alpha * mean_q, prediction=alpha * q_v,
                            feature_names=self.feature_names, method=_METHOD[qoi], model_name=self.model_name,
                            model_version=self.model_version, data=self.X[idx].copy(),
