@@ -100,7 +100,7 @@ class _PairModel:
                  penalty_grid: Sequence[float] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7),
                  multiplier_grid: Sequence[float] = (0.5, 1.0, 2.0),
                  n_centres: int | None = None, centre_factor: float = 10.0, max_centres: int = 2000,
-                 validation_fraction: float = 0.1, selection_max_train: int = 10000,
+                 validation_fraction: float = 0.1, selection_max_train: int = 10000, scoring: str = "auc",
                  both_orders: bool = True, dtype: str = "float64", device: str | None = None, seed: int = 0,
                  max_iter: int = 60, tol: float = 1e-7, newton_final: int = 3, block_size: int | None = None,
                  cache_bytes: int = 512 * 2**20):
@@ -115,6 +115,7 @@ class _PairModel:
         self.max_centres = max_centres
         self.validation_fraction = validation_fraction
         self.selection_max_train = selection_max_train
+        self.scoring = scoring
         self.both_orders = both_orders
         self.dtype = dtype
         self.device = device
@@ -134,6 +135,7 @@ class _PairModel:
         check_param(o, "penalty_grid", self.penalty_grid, len(self.penalty_grid) > 0 and all(p > 0 for p in self.penalty_grid), "a non-empty sequence of positive floats")
         check_param(o, "multiplier_grid", self.multiplier_grid, len(self.multiplier_grid) > 0 and all(m > 0 for m in self.multiplier_grid), "a non-empty sequence of positive floats")
         check_param(o, "validation_fraction", self.validation_fraction, 0.0 <= self.validation_fraction < 1.0, "a float in the range [0, 1)")
+        check_param(o, "scoring", self.scoring, self.scoring in ("auc", "log_loss"), "one of 'auc', 'log_loss'")
         check_param(o, "dtype", self.dtype, self.dtype in ("float32", "float64"), "'float32' or 'float64'")
         check_param(o, "max_centres", self.max_centres, isinstance(self.max_centres, int) and self.max_centres >= 1, "an int >= 1")
 
@@ -272,7 +274,8 @@ class _PairModel:
                 path = self._fit_path(XLs[sel], XRs[sel], None if Us is None else Us[sel], y[sel], pens, m, val)
                 for lam, auc, ll in path:
                     self.cv_results_.append({"penalty": lam, "multiplier": m, "val_auc": auc, "val_log_loss": ll})
-                    key = (-(auc if np.isfinite(auc) else -1.0), ll)
+                    a_key = -(auc if np.isfinite(auc) else -1.0)
+                    key = (a_key, ll) if self.scoring == "auc" else (ll, a_key)
                     if best_key is None or key < best_key:
                         best_key, best = key, (lam, m)
         self.penalty_, self.multiplier_ = best
