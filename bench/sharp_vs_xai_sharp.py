@@ -141,7 +141,7 @@ def main(argv=None) -> int:
               f"{np.abs(a.values - exact.values).mean():.3g}")
 
     if not args.no_plots:
-        from explainers.sharp_plots import strata_boxplot, waterfall
+        from explainers.sharp_plots import pairwise_bars, strata_boxplot, waterfall
 
         RESULTS.mkdir(parents=True, exist_ok=True)
         every = ex.explain(np.arange(n) if n <= 2500 else items, "rank")
@@ -149,8 +149,12 @@ def main(argv=None) -> int:
         w = ex.explain([cat.item_ids.index(target)], "rank")
         waterfall(w, 0, path=RESULTS / f"sharp_{args.dataset}_waterfall.png")
         strata_boxplot(every, path=RESULTS / f"sharp_{args.dataset}_strata.png")
+        top = cat.order()
+        pair = ex.explain_pairwise([(top[4], top[5])], "rank")          # Figure 4c: ranks 5 vs 6
+        pairwise_bars(pair, 0, path=RESULTS / f"sharp_{args.dataset}_pair.png")
         print(f"plots: bench/results/sharp_{args.dataset}_waterfall.png ({target}), "
-              f"bench/results/sharp_{args.dataset}_strata.png ({every.n_instances} items)")
+              f"bench/results/sharp_{args.dataset}_strata.png ({every.n_instances} items), "
+              f"bench/results/sharp_{args.dataset}_pair.png ({pair.instance_ids[0]}: {pair.values[0].round(2).tolist()})")
 
     print(f"dataset={args.dataset} n={n} d={d} qoi=rank max_abs_diff={diff:.3g} ms_per_item={ms:.4f} "
           f"xai_sharp_ms_per_item={xms:.3f} speedup={xms / ms:.2f} fidelity={fid20 if fid20 is not None else 1.0:.4f}")

@@ -94,9 +94,11 @@ def waterfall(expl: Explanation, i: int = 0, path: Any = None, title: str | None
         left, step = walk[k], sign * phi[j]
         bar = ax.barh(y, step, left=left, color=POS if phi[j] > 0 else NEG, height=0.6)[0]
         bar.set_gid(expl.feature_names[j])
-        ax.text(left + step, y, f" {phi[j]:+.3g}", va="center", ha="left" if step >= 0 else "right", fontsize=8)
     ax.set_yticks(range(len(order)))
-    ax.set_yticklabels([expl.feature_names[j] for j in order[::-1]])
+    ax.set_yticklabels([f"{expl.feature_names[j]}  ({phi[j]:+.3g})" for j in order[::-1]])
+    lo, hi = min(walk + [end]), max(walk + [end])
+    pad = 0.06 * (hi - lo if hi > lo else 1.0)
+    ax.set_xlim(lo - pad, hi + pad)
     ax.axvline(start, color="grey", ls="--", lw=0.8)
     ax.axvline(end, color="black", ls="-", lw=0.8)
     qoi = expl.extra.get("qoi", "")
