@@ -297,8 +297,11 @@ class RandomOrderValue(CoalitionStructure):
         self.permutations = None if permutations is None else np.asarray(permutations, dtype=np.int64)
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         if self.permutations is not None:
-            m = self.permutations.shape[0] if self.permutations.ndim == 2 else -1
-            w = np.full(m, 1.0 / max(m, 1)) if self.weights is None else self.weights
+            check_param("RandomOrderValue", "permutations", f"array of shape {self.permutations.shape}",
+                        self.permutations.ndim == 2 and self.permutations.shape[0] >= 1,
+                        "an int array of shape (m, n) with m >= 1 orders")
+            m = self.permutations.shape[0]
+            w = np.full(m, 1.0 / m) if self.weights is None else self.weights
             check_param("RandomOrderValue", "weights", weights,
                         w.shape == (m,) and np.all(w >= 0) and abs(w.sum() - 1) < 1e-9,
                         "a probability vector with one entry per permutation")

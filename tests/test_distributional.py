@@ -480,6 +480,12 @@ def test_bad_input_raises():
         distributional_value(g, Semivalue([0.5, 0.6, 0.1]))
     with pytest.raises(InvalidParameterError, match="groups"):
         distributional_value(g, RandomOrderValue(groups=[[0, 1]]))
+    with pytest.raises(InvalidParameterError, match="permutations"):
+        RandomOrderValue(permutations=[0, 1, 2])
+    with pytest.raises(InvalidParameterError, match="permutations"):
+        distributional_value(g, RandomOrderValue(permutations=[[0, 1, 1]]))
+    with pytest.raises(InvalidParameterError, match="weights"):
+        RandomOrderValue(permutations=[[0, 1, 2], [2, 1, 0]], weights=[0.5, 0.6])
     with pytest.raises(InvalidParameterError, match="zero mass"):
         ExplicitCoalitionStructure(np.full((2, 4), 0.25))
     with pytest.raises(InvalidInputError, match="probability distribution"):
