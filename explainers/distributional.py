@@ -380,8 +380,16 @@ class ExplicitCoalitionStructure(CoalitionStructure):
     weights : array_like of shape (n, 2**n)
         Rows are distributions over :func:`all_coalitions` ``(n)`` with zero mass on coalitions
         containing the player. E.g. leave-one-out: ``W[i, full ^ (1 << i)] = 1``.
+
+    Attributes
+    ----------
     efficient, symmetric : bool
-        Declare the properties of Definition 3.8 (they are checked, see :meth:`player_weights`).
+        The properties of Definition 3.8 (Eq. 8 and Eq. 9), checked on the table.
+
+    Raises
+    ------
+    InvalidParameterError
+        If the rows are not distributions or put mass on coalitions that contain their player.
     """
 
     name = "explicit"
