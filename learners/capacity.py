@@ -56,6 +56,7 @@ from learners._mobius import (
 from learners.base import PreferenceLearner, check_outcome, dict_to_array
 from learners.capacity_solvers import (
     ADMMState,
+    clip_into,
     admm_rda_step,
     fobos_step,
     hinge_loss,
@@ -570,15 +571,7 @@ class _CapacityLearner(PreferenceLearner):
         return obj
 
 
-try:  # single-pass clip ufunc (numpy ≥ 2); np.clip's Python wrapper costs ~20 µs per call
-    from numpy._core.umath import clip as _uclip
-
-    def _clip(a, lo, hi, out):
-        return _uclip(a, lo, hi, out=out)
-except ImportError:  # pragma: no cover
-    def _clip(a, lo, hi, out):
-        np.minimum(a, hi, out=out)
-        return np.maximum(out, lo, out=out)
+_clip = clip_into
 
 
 def _is_real(x) -> bool:
