@@ -131,14 +131,18 @@ class TokenBucket:
 
     def acquire(self) -> None:
         """Take one token, sleeping until one is available."""
-        while True:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
-                return
-            self._sleep((1.0 - self._tokens) / self.rate)
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return
+        # sleep until the next token exists, then spend it; account from the due time, not from
+        # the (possibly later) wake-up, so oversleeping is caught up within the burst size
+        wait = (1.0 - self._tokens) / self.rate
+        self._sleep(wait)
+        self._last = now + wait
+        self._tokens = 0.0
 
 
 # ---------------------------------------------------------------------------- reading
