@@ -283,8 +283,11 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
         q = queue()
         while True:
             job = await q.get()
-            if job.origin == "request" and not core.parts:
-                await asyncio.wait_for(models_follower.caught_up.wait(), timeout=60)
+            if not models_follower.caught_up.is_set():  # know every published snapshot first
+                try:
+                    await asyncio.wait_for(models_follower.caught_up.wait(), timeout=60)
+                except asyncio.TimeoutError:
+                    log.warning("the model topic is not caught up after 60 s; explaining with what is loaded")
             plan = core.plan(job)
             if not plan:
                 continue
