@@ -230,7 +230,9 @@ def _call_scores(score_fn: Callable, H: np.ndarray) -> np.ndarray:
     if s.size != H.shape[0]:
         raise InvalidInputError(f"score_fn returned {s.size} scores for {H.shape[0]} rows; it must "
                                 "return one score per row of its (N, d) input.")
-    if not np.all(np.isfinite(s)):
+    # one reduction instead of an isfinite pass: a NaN/inf makes the sum non-finite (a finite sum that
+    # overflows is re-checked element-wise)
+    if not np.isfinite(np.add.reduce(s)) and not np.all(np.isfinite(s)):
         raise InvalidInputError("score_fn returned NaN or inf scores; the scoring model must give a "
                                 "finite score to every row (check hybrids of extreme feature values).")
     return s
@@ -495,6 +497,16 @@ class SharpExplainer:
             return Q
         shared = ref_rows.ndim == 2
         m = ref_rows.shape[-2]
+        # weights equal to 1/k except at most one zero per item (exact reference minus v)?
+        uniform, zero_col = None, None
+        nz = ref_w > 0
+        k_nz = nz.sum(axis=1)
+        if np.all(k_nz >= m - 1) and np.allclose(ref_w[nz], np.repeat(1.0 / k_nz, k_nz), rtol=0, atol=0):
+            uniform = 1.0 / k_nz
+            if np.any(k_nz == m - 1):
+                zero_col = np.where(k_nz == m - 1, np.argmin(nz, axis=1), m)   # m = "none" sentinel
+                if np.any(zero_col == m):
+                    uniform, zero_col = None, None                               # mixed: use einsum
         per_item = mid.size * m
         if per_item <= self.max_rows:
             blocks = [(b, min(B, b + max(1, self.max_rows // per_item)), 0, mid.size)
@@ -520,7 +532,15 @@ class SharpExplainer:
                 if s_excl is not None:
                     ex = s_excl[b0:b1, None, None]
                     cnt += (ex > s) if self.ties == "min" else (ex >= s)
-                Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) * w.sum(axis=1)[:, None] - np.einsum("bcm,bm->bc", cnt, w)
+                if uniform is not None:          # equal weights except zeros: an integer row sum
+                    tot = cnt.sum(axis=-1, dtype=np.int64).astype(np.float64)
+                    if zero_col is not None:
+                        zc = zero_col[b0:b1]
+                        tot -= np.take_along_axis(cnt, np.broadcast_to(zc[:, None, None], (b1 - b0, c1 - c0, 1)),
+                                                  axis=2)[..., 0]
+                    Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) - tot * uniform[b0:b1, None]
+                else:
+                    Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) * w.sum(axis=1)[:, None] - np.einsum("bcm,bm->bc", cnt, w)
             else:
                 q = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
                 Q[b0:b1, mid[c0:c1]] = np.einsum("bcm,bm->bc", q, w)

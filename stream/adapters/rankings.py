@@ -86,8 +86,9 @@ class LinearScorer:
         if X.ndim != 2 or X.shape[1] != self.weights.size:
             raise InvalidInputError(f"LinearScorer expects shape (n, {self.weights.size}); got {X.shape}.")
         s = X[:, 0] * self.weights[0]
+        tmp = np.empty_like(s)
         for j in range(1, self.weights.size):
-            s += X[:, j] * self.weights[j]
+            s += np.multiply(X[:, j], self.weights[j], out=tmp)
         if self.intercept:
             s += self.intercept
         return s
