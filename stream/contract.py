@@ -10,6 +10,7 @@ preference event       ``preference.v1.json``          ``prefstream.preferences`
 item-catalog record    ``item.v1.json``                ``prefstream.items`` (compacted), item_id
 click session          ``click_session.v1.json``       ``prefstream.clicks``, session_id
 model snapshot (meta)  ``model_snapshot.v1.json``      ``prefstream.models`` (compacted), model
+explain request        ``explain_request.v1.json``     ``prefstream.explain-requests``, request_id
 explanation record     ``explanation.v1.json``         ``prefstream.explanations``, request_id
 dead-letter record     ``dead_letter.v1.json``         ``prefstream.dead-letters``, source key
 =====================  ==============================  ==========================================
@@ -63,6 +64,7 @@ __all__ = [
     "SCHEMA_DIR",
     "SCHEMA_VERSION",
     "DeadLetter",
+    "ExplainRequest",
     "ItemCatalog",
     "PreferenceExample",
     "dead_letter_record",
@@ -71,6 +73,7 @@ __all__ = [
     "explanation_record_ok",
     "load_schema",
     "parse_click_session",
+    "parse_explain_request",
     "parse_item",
     "parse_preference",
     "validate_record",
@@ -128,7 +131,8 @@ class DeadLetter(InvalidInputError):
 
 
 # --------------------------------------------------------------------------- schemas
-_SCHEMA_NAMES = ("preference", "item", "click_session", "model_snapshot", "explanation", "dead_letter")
+_SCHEMA_NAMES = ("preference", "item", "click_session", "model_snapshot", "explanation", "dead_letter",
+                 "explain_request")
 _VALIDATORS: dict[str, Draft202012Validator] = {}
 
 
@@ -139,7 +143,7 @@ def load_schema(name: str) -> dict:
     ----------
     name : str
         One of ``"preference"``, ``"item"``, ``"click_session"``, ``"model_snapshot"``,
-        ``"explanation"``, ``"dead_letter"``.
+        ``"explanation"``, ``"dead_letter"``, ``"explain_request"``.
 
     Raises
     ------
@@ -259,7 +263,13 @@ def _classify_one(err) -> tuple[str, str]:
         relevant = [sub for sub in err.context if sub.relative_schema_path[0] not in mismatched]
         if not relevant:
             return "wrong_type", f"{_path(err)}: a JSON {_json_type(err.instance)} ({_short(err.instance)}) is none of the allowed types."
-        return _classify(relevant)
+        # among those, the branch that got deepest into the instance is the one the sender meant
+        depth = {}
+        for sub in relevant:
+            b = sub.relative_schema_path[0]
+            depth[b] = max(depth.get(b, 0), len(sub.relative_path))
+        deepest = max(depth.values())
+        return _classify([sub for sub in relevant if depth[sub.relative_schema_path[0]] == deepest])
     if err.validator == "type":
         return "wrong_type", f"{_path(err)}: expected {err.validator_value}, got a JSON {_json_type(err.instance)} ({_short(err.instance)})."
     return "schema_violation", f"{_path(err)}: {_short_msg(err.message)}"
@@ -690,6 +700,71 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
                 context=None if ctx is None else dict(ctx), weight=w, left_id=ia, right_id=ib,
             ))
     return out
+
+
+# --------------------------------------------------------------- explain requests
+@dataclass(frozen=True, slots=True)
+class ExplainRequest:
+    """A validated explain request.
+
+    Attributes
+    ----------
+    request_id : str
+    example : PreferenceExample
+        The pair to explain (``event_id`` = ``request_id``, outcome 0, weight 1).
+    model, method : str or None
+        Which model / method; ``None`` = all.
+    params : dict
+        Method options.
+    """
+
+    request_id: str
+    example: PreferenceExample
+    model: str | None = None
+    method: str | None = None
+    params: dict | None = None
+
+
+def _as_ref(v: dict) -> dict:
+    if isinstance(v.get("features"), dict) or isinstance(v.get("id"), str):
+        return v
+    return {"features": v}
+
+
+def parse_explain_request(raw: bytes, catalog: ItemCatalog | None = None,
+                          max_bytes: int = _DEFAULT_MAX_BYTES) -> ExplainRequest:
+    """Parse and validate an explain request (``explain_request.v1.json``).
+
+    ``left``/``right`` are item references as in preference events or bare feature dicts;
+    ``schema_version`` may be omitted (read as 1).
+
+    Raises
+    ------
+    DeadLetter
+        With the reasons and order of :func:`parse_preference`.
+
+    Examples
+    --------
+    >>> r = parse_explain_request(b'{"request_id": "q1", "model": "linear-bt", "left": {"x": 1}, "right": {"x": 2}}')
+    >>> r.request_id, r.model, r.method, r.example.left, r.example.outcome
+    ('q1', 'linear-bt', None, {'x': 1.0}, 0)
+    """
+    d = _decode(raw, max_bytes)
+    if isinstance(d, dict) and "schema_version" not in d:
+        d["schema_version"] = SCHEMA_VERSION
+    d = _check_object_and_version(d, "explain request")
+    _schema_check("explain_request", d)
+    left, left_id = _resolve(_as_ref(d["left"]), catalog, "left")
+    right, right_id = _resolve(_as_ref(d["right"]), catalog, "right")
+    _check_same_features(left, right)
+    ctx = d.get("context")
+    if ctx is not None:
+        ctx = _features(ctx, "context")
+    ts = _timestamp(d["timestamp"]) if "timestamp" in d else time.time()
+    ex = PreferenceExample(event_id=d["request_id"], timestamp=ts, left=left, right=right, outcome=0, context=ctx,
+                           weight=1.0, left_id=left_id, right_id=right_id)
+    return ExplainRequest(request_id=d["request_id"], example=ex, model=d.get("model"), method=d.get("method"),
+                          params=dict(d.get("params") or {}))
 
 
 # ------------------------------------------------------------------ item records

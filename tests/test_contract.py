@@ -26,6 +26,7 @@ from stream.contract import (
     encode_snapshot,
     explanation_record_ok,
     parse_click_session,
+    parse_explain_request,
     parse_item,
     parse_preference,
     validate_record,
@@ -62,7 +63,8 @@ def catalog() -> ItemCatalog:
 
 
 # ----------------------------------------------------------------------------- schemas
-@pytest.mark.parametrize("name", ["preference", "item", "click_session", "model_snapshot", "explanation", "dead_letter"])
+@pytest.mark.parametrize("name", ["preference", "item", "click_session", "model_snapshot", "explanation", "dead_letter",
+                                  "explain_request"])
 def test_schema_files_are_valid_draft_2020_12(name):
     schema = C.load_schema(name)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -521,6 +523,38 @@ def test_explanation_record_missing_field():
     assert info.value.reason == "not_an_object"
 
 
+# ---------------------------------------------------------------- explain requests
+def test_explain_requests():
+    cat = catalog()
+    r = parse_explain_request(b'{"request_id": "q1", "left": {"id": "i0"}, "right": {"features": {"price": 1, "rating": 2}}, '
+                              b'"method": "linear-shapley", "params": {"k": 3}, "context": {"age": 5}}', cat)
+    assert (r.request_id, r.model, r.method, r.params) == ("q1", None, "linear-shapley", {"k": 3})
+    ex = r.example
+    assert ex.event_id == "q1" and ex.outcome == 0 and ex.left == cat.get("i0") and ex.left_id == "i0"
+    assert ex.right == {"price": 1.0, "rating": 2.0} and ex.context == {"age": 5.0}
+    assert abs(ex.timestamp - time.time()) < 60
+    bare = parse_explain_request(b'{"schema_version": 1, "request_id": "q2", "timestamp": "2024-05-01T12:00:00Z", '
+                                 b'"left": {"id": 1.5, "x": 2}, "right": {"id": 0, "x": 1}}')
+    assert bare.example.left == {"id": 1.5, "x": 2.0} and bare.example.timestamp == 1714564800.0  # a feature named "id"
+
+
+@pytest.mark.parametrize("payload,reason", [
+    (b'{"left": {"x": 1}, "right": {"x": 2}}', "missing_field"),
+    (b'{"request_id": "q", "left": {"x": "1"}, "right": {"x": 2}}', "wrong_type"),
+    (b'{"request_id": "q", "left": {"x": NaN}, "right": {"x": 2}}', "non_finite"),
+    (b'{"request_id": "q", "left": {"x": 1}, "right": {"y": 2}}', "schema_violation"),
+    (b'{"request_id": "q", "left": {"id": "nope"}, "right": {"x": 2}}', "unknown_item"),
+    (b'{"request_id": "q", "left": {}, "right": {"x": 2}}', "missing_field"),
+    (b'{"request_id": "q", "left": {"x": 1}, "right": {"x": 2}, "urgent": true}', "schema_violation"),
+    (b'{"schema_version": 2, "request_id": "q", "left": {"x": 1}, "right": {"x": 2}}', "unknown_schema_version"),
+    (b'[]', "not_an_object"),
+])
+def test_explain_request_dead_letters(payload, reason):
+    with pytest.raises(DeadLetter) as info:
+        parse_explain_request(payload, catalog())
+    assert info.value.reason == reason, info.value.detail
+
+
 # ---------------------------------------------------------------- validate_record
 def test_validate_record_skips_catalog_lookup():
     validate_record("preference", event(left={"id": "unknown"}, right={"id": "also-unknown"}))
@@ -544,7 +578,8 @@ def _doc_examples():
 def test_docs_examples_follow_the_contract():
     examples = _doc_examples()
     kinds = {k for k, _ in examples}
-    assert {"preference", "item", "click_session", "explanation", "dead_letter", "model_snapshot"} <= kinds
+    assert {"preference", "item", "click_session", "explanation", "dead_letter", "model_snapshot",
+            "explain_request"} <= kinds
     cat = ItemCatalog()
     for kind, body in examples:
         if kind == "item":
@@ -557,5 +592,7 @@ def test_docs_examples_follow_the_contract():
             assert parse_click_session(body.encode(), cat)
         elif kind == "explanation":
             explanation_record_ok(doc)
+        elif kind == "explain_request":
+            parse_explain_request(body.encode(), cat)
         elif kind in ("dead_letter", "model_snapshot"):
             assert not list(C.validator(kind).iter_errors(doc))
