@@ -225,20 +225,41 @@ def _batched_pcg(K: torch.Tensor, B: torch.Tensor, precond_chol: torch.Tensor | 
     return X, it
 
 
-@dataclass
 class _Space:
-    """One feature space (items or contexts) in kernel units: every array divided by ℓ."""
+    """One feature space (items or contexts) in kernel units: every array divided by ℓ.
 
-    ref: torch.Tensor          # (n, d) reference sample (catalog)
-    items: torch.Tensor        # (T, d) unique items explained
-    centres: list              # list of (M, d) centre sets
+    The centre sets (e.g. c^ℓ and c^r) are stored once as their distinct rows, since Γ_S(c, x)
+    depends on the centre only through its coordinates (Nyström centres are catalog items, so
+    c^ℓ ∪ c^r has far fewer distinct rows than 2M).
+    """
+
+    def __init__(self, eng: "_Engine", ref: np.ndarray, items: np.ndarray, centre_sets: Sequence[np.ndarray],
+                 ls: np.ndarray):
+        self.ref = eng.tensor(ref / ls)                      # (n, d) reference sample (catalog)
+        self.items = eng.tensor(items / ls)                  # (T, d) distinct items explained
+        uniq, maps = _unique_rows(*[np.asarray(c, dtype=np.float64) for c in centre_sets])
+        self.centres = eng.tensor(uniq / ls)                 # (M_u, d)
+        self.maps = [torch.as_tensor(m, device=eng.device) for m in maps]
+
+    def split(self, G: torch.Tensor) -> list:
+        """Γ over the distinct centres (cb, M_u, T) → one (cb, M, T) tensor per centre set."""
+        return [G.index_select(1, m) for m in self.maps]
 
 
 class _Engine:
-    """Γ_S(c, x) for chunks of coalitions (see the module docstring)."""
+    """Γ_S(c, x) for chunks of coalitions (see the module docstring).
+
+    For a chunk of coalitions the CME systems (K_S + nλI) are factorised together (batched
+    Cholesky, cached per coalition up to ``cache_mb``) or solved by batched PCG (Algorithm 3).
+    The right-hand side is chosen by size: with T items and M_u distinct centres,
+    E[k_{S^c}(X, c) | x_S] = k_{S^c}(c, X)ᵀ (K_S + nλI)⁻¹ k_S(X, x) is computed as
+    K_{S^c}^{CX} · solve(K_S, K_S^{XT}) when T ≤ M_u, else solve(K_S, K_{S^c}^{XC})ᵀ · K_S^{XT};
+    the normaliser Σβ = 1ᵀ(K_S + nλI)⁻¹ k_S(X, x) rides along as one extra column.
+    """
 
     def __init__(self, cme_reg: float, value_function: str, solver: str, device, dtype,
-                 max_memory_mb: float, normalize: bool = True, cg_tol: float = 1e-8):
+                 max_memory_mb: float, normalize: bool = True, cg_tol: float = 1e-8,
+                 cache: dict | None = None, cache_mb: float = 0.0):
         self.reg = cme_reg
         self.normalize = normalize
         self.fallbacks = 0
@@ -250,14 +271,17 @@ class _Engine:
         self.cg_tol = cg_tol
         self.cg_iterations: list[int] = []
         self.solve_seconds = 0.0
+        self.cache = cache if cache is not None else {}
+        self.cache_bytes = cache_mb * 2 ** 20
 
     def tensor(self, a) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(a), dtype=self.dtype, device=self.device)
 
-    def chunk_size(self, space: _Space) -> int:
-        n, T = space.ref.shape[0], space.items.shape[0]
-        M = sum(c.shape[0] for c in space.centres)
-        per = (3 * n * n + 3 * n * T + 2 * M * n + 3 * M * T) * torch.finfo(self.dtype).bits / 8
+    def chunk_size(self, space: _Space, extra_per_coalition: float = 0.0) -> int:
+        n, T, Mu = space.ref.shape[0], space.items.shape[0], space.centres.shape[0]
+        M = sum(m.shape[0] for m in space.maps)
+        floats = 2 * n * n + 2 * n * T + 3 * Mu * n + 4 * Mu * T + 2 * M * T + extra_per_coalition
+        per = floats * torch.finfo(self.dtype).bits / 8
         cb = int(self.mem // per)
         if cb < 1:
             raise BudgetError(
@@ -266,16 +290,35 @@ class _Engine:
                 "or explain fewer duels per call.")
         return cb
 
-    def gammas(self, space: _Space, masks: np.ndarray):
-        """Yield (slice, [Γ for each centre set, shape (cb, M, T)]) over chunks of ``masks``."""
-        n = space.ref.shape[0]
-        cb = self.chunk_size(space)
-        eye = torch.eye(n, dtype=self.dtype, device=self.device)
+    def _factor(self, K: torch.Tensor, zb: np.ndarray, key_space) -> torch.Tensor:
+        """Cholesky factors of a chunk of CME matrices, from the cache when all are there."""
+        keys = [(key_space, row.tobytes()) for row in zb]
+        if keys and all(k in self.cache for k in keys):
+            return torch.stack([self.cache[k] for k in keys])
+        L, info = torch.linalg.cholesky_ex(K)
+        if bool((info != 0).any()):
+            raise InvalidInputError(
+                f"CME kernel matrix is not positive definite; increase cme_reg (now {self.reg}) "
+                "or remove duplicate reference items.")
+        used = sum(v.numel() * v.element_size() for v in self.cache.values())
+        for k, Lk in zip(keys, L):
+            if used + Lk.numel() * Lk.element_size() > self.cache_bytes:
+                break
+            self.cache[k] = Lk.clone()
+            used += Lk.numel() * Lk.element_size()
+        return L
+
+    def gammas(self, space: _Space, masks: np.ndarray, extra_per_coalition: float = 0.0, key_space="items"):
+        """Yield (slice, Γ over the distinct centres, shape (cb, M_u, T)) over chunks of ``masks``."""
+        n, T, Mu = space.ref.shape[0], space.items.shape[0], space.centres.shape[0]
+        cb = self.chunk_size(space, extra_per_coalition)
         precond = None
         if self.solver == "cg" and self.value_function == "observational":
             full = torch.ones((1, space.ref.shape[1]), dtype=self.dtype, device=self.device)
-            K_full = torch.exp(-0.5 * _masked_sqdist(space.ref, space.ref, full))[0] + n * self.reg * eye
+            K_full = torch.exp(-0.5 * _masked_sqdist(space.ref, space.ref, full))[0]
+            K_full.diagonal().add_(n * self.reg)
             precond = torch.linalg.cholesky(K_full)
+        route_items = T <= Mu
         for start in range(0, masks.shape[0], cb):
             sl = slice(start, min(start + cb, masks.shape[0]))
             zb = masks[sl]
@@ -283,7 +326,9 @@ class _Engine:
             empty = ~zb.any(axis=1)
             full = zb.all(axis=1)
             t0 = time.perf_counter()
-            beta = torch.full((Zc.shape[0], n, space.items.shape[0]), 1.0 / n, dtype=self.dtype, device=self.device)
+            Kc = torch.exp(-0.5 * _masked_sqdist(space.centres, space.ref, 1.0 - Zc))     # (cb, M_u, n)
+            # default (∅ normalised, Ω, interventional): β_i = 1/n
+            mean = Kc.mean(dim=2, keepdim=True).expand(-1, -1, T).clone()               # (cb, M_u, T)
             if self.value_function != "observational":
                 solve = np.zeros_like(empty)
             elif self.normalize:
@@ -291,37 +336,38 @@ class _Engine:
             else:
                 solve = np.ones_like(empty)     # the paper's estimator, literally, for every S
             if solve.any():
-                idx = torch.as_tensor(np.flatnonzero(solve), device=self.device)
+                rows = np.flatnonzero(solve)
+                idx = torch.as_tensor(rows, device=self.device)
                 Zs = Zc[idx]
-                K = torch.exp(-0.5 * _masked_sqdist(space.ref, space.ref, Zs))
+                Kx = torch.exp(-0.5 * _masked_sqdist(space.ref, space.items, Zs))      # (cs, n, T)
+                K = torch.exp(-0.5 * _masked_sqdist(space.ref, space.ref, Zs))         # (cs, n, n)
                 K.diagonal(dim1=1, dim2=2).add_(n * self.reg)
-                Kx = torch.exp(-0.5 * _masked_sqdist(space.ref, space.items, Zs))
+                ones = torch.ones((len(rows), n, 1), dtype=self.dtype, device=self.device)
+                rhs = torch.cat([Kx, ones], dim=2) if route_items else \
+                    torch.cat([Kc[idx].transpose(1, 2), ones], dim=2)
                 if self.solver == "cholesky":
-                    L, info = torch.linalg.cholesky_ex(K)
-                    if bool((info != 0).any()):
-                        raise InvalidInputError(
-                            "CME kernel matrix is not positive definite; increase cme_reg (now "
-                            f"{self.reg}) or remove duplicate reference items.")
-                    sol = torch.cholesky_solve(Kx, L)
+                    sol = torch.cholesky_solve(rhs, self._factor(K, zb[rows], key_space))
                 else:
-                    sol, its = _batched_pcg(K, Kx, precond, tol=self.cg_tol)
+                    sol, its = _batched_pcg(K, rhs, precond, tol=self.cg_tol)
                     self.cg_iterations.append(its)
+                del K
+                w = sol[:, :, -1:]                                                      # (K+nλI)⁻¹ 1
+                tot = torch.matmul(w.transpose(1, 2), Kx)                               # Σβ: (cs, 1, T)
+                if route_items:
+                    m = torch.matmul(Kc[idx], sol[:, :, :-1])                           # (cs, M_u, T)
+                else:
+                    m = torch.matmul(sol[:, :, :-1].transpose(1, 2), Kx)
                 if self.normalize:
-                    tot = sol.sum(dim=1, keepdim=True)
                     bad = tot.abs() < 1e-8
                     self.fallbacks += int(bad.sum())
-                    sol = torch.where(bad, torch.full_like(sol, 1.0 / n), sol / torch.where(bad, torch.ones_like(tot), tot))
-                beta[idx] = sol
-                del K, Kx
+                    m = torch.where(bad, mean[idx], m / torch.where(bad, torch.ones_like(tot), tot))
+                mean[idx] = m
+                del Kx, sol, rhs
             self.solve_seconds += time.perf_counter() - t0
-            out = []
-            Zc_c = 1.0 - Zc
-            for C in space.centres:
-                mean_part = torch.matmul(torch.exp(-0.5 * _masked_sqdist(C, space.ref, Zc_c)), beta)  # (cb, M, T)
-                if full.any() and self.normalize:
-                    mean_part[torch.as_tensor(np.flatnonzero(full), device=self.device)] = 1.0
-                out.append(torch.exp(-0.5 * _masked_sqdist(C, space.items, Zc)) * mean_part)
-            yield sl, out
+            if full.any() and self.normalize:
+                # Ω: no feature left to integrate, Σ β̃ = 1 (the literal estimator keeps Σβ(x))
+                mean[torch.as_tensor(np.flatnonzero(full), device=self.device)] = 1.0
+            yield sl, torch.exp(-0.5 * _masked_sqdist(space.centres, space.items, Zc)) * mean
 
 
 def _unique_rows(*arrays: np.ndarray) -> tuple[np.ndarray, list]:
@@ -425,6 +471,10 @@ class PrefSHAP:
         exact null player, and Pref-SHAP of a UPM equals the difference of utility SHAP values.
         ``False`` is Proposition 3.2 verbatim for every S, ∅ and Ω included (then
         ν(Ω) = Σ_m α_m [k(c^ℓ_m, x^ℓ)k(c^r_m, x^r)·Σβ(x^ℓ)Σβ(x^r) − …] ≠ g in general).
+    cache_mb : float, default 256
+        Memory for Cholesky factors of the CME matrices kept across calls on this instance
+        (they depend only on the coalition and the reference sample). Reuse one
+        :class:`PrefSHAP` per model snapshot to benefit; 0 disables the cache.
     random_state : int, optional
         Seed of the per-instance RNG (coalition sampling, reference subsampling).
 
@@ -440,7 +490,7 @@ class PrefSHAP:
                  cme_reg: float = 1e-3, max_reference: int = 512, value_function: str = "observational",
                  solver: str = "cholesky", feature_groups: Mapping[str, Sequence[str]] | None = None,
                  device="cpu", dtype: torch.dtype = torch.float64, max_memory_mb: float = 512.0,
-                 normalize_cme: bool = True, random_state: int | None = 0):
+                 normalize_cme: bool = True, cache_mb: float = 256.0, random_state: int | None = 0):
         own = "PrefSHAP"
         check_param(own, "max_coalitions", max_coalitions, isinstance(max_coalitions, (int, np.integer))
                     and max_coalitions >= 4, "an int >= 4")
@@ -465,6 +515,10 @@ class PrefSHAP:
         self.dtype = dtype
         self.max_memory_mb = float(max_memory_mb)
         self.normalize_cme = bool(normalize_cme)
+        check_param(own, "cache_mb", cache_mb, isinstance(cache_mb, (int, float)) and cache_mb >= 0,
+                    "a float in the range [0, inf)")
+        self.cache_mb = float(cache_mb)
+        self._cache: dict = {}
         self.random_state = random_state
         self._rng = np.random.default_rng(random_state)
         self._p = _parts(model)
@@ -496,13 +550,20 @@ class PrefSHAP:
 
     def _engine(self) -> _Engine:
         return _Engine(self.cme_reg, self.value_function, self.solver, self.device, self.dtype, self.max_memory_mb,
-                       normalize=self.normalize_cme)
+                       normalize=self.normalize_cme, cache=self._cache, cache_mb=self.cache_mb)
 
     def _item_space(self, eng: _Engine, items_scaled: np.ndarray, centres: list | None = None) -> _Space:
         ls = self._p.ls
         cs = centres if centres is not None else [self._p.cl, self._p.cr]
-        return _Space(ref=eng.tensor(self._ref / ls), items=eng.tensor(items_scaled / ls),
-                      centres=[eng.tensor(c / ls) for c in cs])
+        return _Space(eng, self._ref, items_scaled, cs, ls)
+
+    @staticmethod
+    def _signed_weights(space: _Space, W: torch.Tensor) -> torch.Tensor:
+        """Weights on the distinct centres of Σ_m W_m [G(c_m^+) − G(c_m^−)] (utility-type sums)."""
+        w = torch.zeros(space.centres.shape[0], dtype=W.dtype, device=W.device)
+        w.index_add_(0, space.maps[0], W)
+        w.index_add_(0, space.maps[1], -W)
+        return w
 
     def _context_weights(self, eng: _Engine, U: np.ndarray | None) -> torch.Tensor:
         """α (GPM/UPM), α ⊙ k_U(u_p, u_m) per duel (C-GPM with U), α ⊙ mean_i k_U(U_i, u_m) (ḡ)."""
@@ -572,12 +633,14 @@ class PrefSHAP:
         b_t = torch.as_tensor(b, device=eng.device)
         out = np.empty((masks_full.shape[0], XLs.shape[0]))
         if self._p.kind == "upm":
-            for sl, (GL, GR) in eng.gammas(space, masks_full):
-                f = torch.einsum("cmt,m->ct", GL - GR, W)
+            w = self._signed_weights(space, W)
+            for sl, G in eng.gammas(space, masks_full):
+                f = torch.einsum("cut,u->ct", G, w)
                 out[sl] = (f[:, a_t] - f[:, b_t]).cpu().numpy()
             return out
-        for sl, (GL, GR) in eng.gammas(space, masks_full):
-            out[sl] = _pair_values(GL, GR, a_t, b_t, W, eng.mem).cpu().numpy()
+        for sl, G in eng.gammas(space, masks_full):
+            GL, GR = space.split(G)
+            out[sl] = _pair_values(GL, GR, a_t, b_t, W, eng.mem / 4).cpu().numpy()
         return out
 
     def coalition_values(self, coalitions, XL, XR, U=None) -> np.ndarray:
@@ -705,11 +768,12 @@ class PrefSHAP:
         ia_t = torch.as_tensor(ia, device=eng.device)
         io_t = torch.as_tensor(io, device=eng.device)
         v = np.empty((masks.shape[0], X.shape[0]))
-        for sl, (GL, GR) in eng.gammas(space, masks):
+        for sl, G in eng.gammas(space, masks):
             if p.kind == "upm":
-                f = torch.einsum("cmt,m->ct", GL - GR, W)
+                f = torch.einsum("cut,u->ct", G, self._signed_weights(space, W))
                 v[sl] = (f[:, ia_t] - f[:, io_t].mean(dim=1, keepdim=True)).cpu().numpy()
             else:
+                GL, GR = space.split(G)
                 mGL = GL[:, :, io_t].mean(dim=2, keepdim=True)
                 mGR = GR[:, :, io_t].mean(dim=2, keepdim=True)
                 v[sl] = torch.einsum("cmt,m->ct", GL[:, :, ia_t] * mGR - GR[:, :, ia_t] * mGL, W).cpu().numpy()
@@ -729,12 +793,12 @@ class PrefSHAP:
         p = self._p
         Us = np.asarray(p.transform_context(U), float)
         uniq, (iu,) = _unique_rows(Us)
-        space = _Space(ref=eng.tensor(self._ref_u / p.ls_u), items=eng.tensor(uniq / p.ls_u),
-                       centres=[eng.tensor(p.cu / p.ls_u)])
+        space = _Space(eng, self._ref_u, uniq, [p.cu], p.ls_u)
         alpha = eng.tensor(p.alpha)
         cols = torch.as_tensor(iu if pair_u is None else iu[pair_u], device=eng.device)
         out = np.empty((masks_u.shape[0], Xi.shape[1]))
-        for sl, (G,) in eng.gammas(space, masks_u):
+        for sl, Gu in eng.gammas(space, masks_u, key_space="contexts"):
+            (G,) = space.split(Gu)
             out[sl] = torch.einsum("cmp,mp,m->cp", G[:, :, cols], Xi, alpha).cpu().numpy()
         return out
 
@@ -881,13 +945,12 @@ class PrefSHAP:
         ls2 = np.concatenate([p.ls, p.ls])
         pnames, member, dropped, active, plan, masks = self._players_for(names, None, Z, self._rng)
         uniq, (iz,) = _unique_rows(Z)
-        space = _Space(ref=eng.tensor(Zref / ls2), items=eng.tensor(uniq / ls2),
-                       centres=[eng.tensor(np.concatenate([p.cl, p.cr], 1) / ls2),
-                                eng.tensor(np.concatenate([p.cr, p.cl], 1) / ls2)])
+        space = _Space(eng, Zref, uniq, [np.concatenate([p.cl, p.cr], 1), np.concatenate([p.cr, p.cl], 1)], ls2)
+        w = self._signed_weights(space, alpha)
         cols = torch.as_tensor(iz, device=eng.device)
         v = np.empty((masks.shape[0], Z.shape[0]))
-        for sl, (Gp, Gm) in eng.gammas(space, masks):
-            v[sl] = torch.einsum("cmt,m->ct", (Gp - Gm)[:, :, cols], alpha).cpu().numpy()
+        for sl, G in eng.gammas(space, masks, key_space="concat"):
+            v[sl] = torch.einsum("cut,u->ct", G, w)[:, cols].cpu().numpy()
         phi, base, pred = self._shapley(plan, v, len(pnames), active)
         data = np.concatenate([XL, XR], axis=1)
         phi, base, pred = phi * sign[:, None], base * sign, pred * sign
