@@ -61,7 +61,7 @@ if [ "$(cat "$KAFKA_LIBS/.complete" 2>/dev/null || true)" != "$POM_SUM" ]; then
   log "resolving Apache Kafka $KAFKA_VERSION jars with Maven into $KAFKA_LIBS"
   t0=$SECONDS
   tmp="$KAFKA_HOME/libs.tmp.$$"
-  rm -rf "$tmp"
+  rm -rf "$KAFKA_HOME"/libs.tmp.*   # left over by an interrupted resolution (we hold the lock)
   if ! mvn -q -B -f "$KAFKA_DIR/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
         dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$tmp" >&2; then
     rm -rf "$tmp"; die "mvn dependency:copy-dependencies failed (see above)"
