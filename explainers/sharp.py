@@ -262,19 +262,19 @@ class _RankCounter:
 
     The catalog's distinct scores are put into ``G`` equal-width buckets. The bucket of a needle
     is a monotone arithmetic function of it, so every catalog value in a lower bucket is smaller
-    and every value in a higher bucket is larger; only the (at most one) distinct value sharing the
-    needle's bucket is compared explicitly. ``G`` doubles (up to ``min(2^15, 32·#distinct)``, small
-    enough to stay in cache) until at most 1 % of the distinct values share a bucket with another;
-    needles that land in such a shared bucket are
-    resolved with :func:`numpy.searchsorted`. The result is always identical to
-    ``np.searchsorted(sorted_scores, s, side="right"/"left")`` (tested).
+    and every value in a higher bucket is larger; only the (at most one) value in the needle's own
+    bucket is compared explicitly: one table lookup and one comparison per needle. ``G`` doubles
+    (up to ``min(2^15, 32·#distinct)``, small enough to stay in cache) until at most 1 % of the
+    distinct values share a bucket; needles that land in a bucket holding several distinct values
+    or a tied value (multiplicity > 1) are resolved with :func:`numpy.searchsorted`. The result is
+    always identical to ``np.searchsorted(sorted_scores, s, side="right"/"left")`` (tested).
     """
 
     def __init__(self, sorted_scores: np.ndarray, max_g: int = 1 << 15):
         self.srt = sorted_scores
         self.ok = False
         u, cnt = np.unique(sorted_scores, return_counts=True)
-        if u.size < 32:                          # a binary search in a tiny catalog is cheap enough
+        if u.size < 32 or sorted_scores.size >= 2**31 - 1:   # tiny catalog: a binary search is cheap
             return
         max_g = min(max_g, 1 << int(np.ceil(np.log2(32 * u.size))))
         lo, hi = float(u[0]), float(u[-1])
@@ -294,39 +294,37 @@ class _RankCounter:
         np.add.at(first, b + 1, cnt)
         first = np.cumsum(first)[:G]
         val = np.full(G, np.inf)
-        mult = np.zeros(G, np.int64)
-        single = ~shared
+        single = ~shared & (cnt == 1)
         val[b[single]] = u[single]
-        mult[b[single]] = cnt[single]
-        first[occ > 1] = -1                      # sentinel: resolve these needles by binary search
-        self.first, self.val, self.has_shared = first, val, bool(shared.any())
-        self.mult = None if np.all(cnt == 1) else mult
+        first[occ > 1] = -1                      # sentinels: resolve these needles by binary search
+        first[b[cnt > 1]] = -1
+        self.first = first.astype(np.int32)
+        self.val = val
+        self.has_shared = bool(np.any(first < 0))
         self.ok = True
 
     @staticmethod
     def _bucket(s: np.ndarray, lo: float, scale: float, G: int) -> np.ndarray:
         t = np.subtract(s, lo, dtype=np.float64)
         t *= scale
-        np.clip(t, 0, G - 1, out=t)
+        np.minimum(t, G - 1, out=t)
+        np.maximum(t, 0, out=t)
         return t.astype(np.intp)
 
     def _count(self, s: np.ndarray, side: str) -> np.ndarray:
         if not self.ok:
             return np.searchsorted(self.srt, s, side=side)
         g = self._bucket(s, self.lo, self.scale, self.G)
-        c = self.first[g]
+        c = self.first.take(g, mode="clip")
         bad = np.flatnonzero(c < 0) if self.has_shared else None
-        hit = (self.val[g] <= s) if side == "right" else (self.val[g] < s)
-        if self.mult is None:
-            c += hit
-        else:
-            c += hit * self.mult[g]
+        v = self.val.take(g, mode="clip")
+        c += (v <= s) if side == "right" else (v < s)
         if bad is not None and bad.size:
             c.flat[bad] = np.searchsorted(self.srt, np.asarray(s).flat[bad], side=side)
         return c
 
     def count_le(self, s: np.ndarray) -> np.ndarray:
-        """``#{catalog ≤ s}`` elementwise (int64, shape of ``s``)."""
+        """``#{catalog ≤ s}`` elementwise (int32 or int64, shape of ``s``)."""
         return self._count(s, "right")
 
     def count_lt(self, s: np.ndarray) -> np.ndarray:
