@@ -499,7 +499,11 @@ def _fast_preference_ok(d: dict) -> bool:
     if type(e) is not str or not e or len(e) > 512:
         return False
     ts = d.get("timestamp")
-    if (type(ts) is not float and type(ts) is not int) or not ts >= 0:
+    tt = type(ts)
+    if tt is str:
+        if not 10 <= len(ts) <= 64:
+            return False
+    elif (tt is not float and tt is not int) or not ts >= 0:
         return False
     o = d.get("outcome")
     if type(o) is not int or o not in (1, -1, 0):

@@ -168,3 +168,18 @@ def test_frozen_and_direct_construction_validates():
     with pytest.raises(InvalidParameterError):
         Settings(snapshot_every_events=-3)
     assert Settings(snapshot_every_events=5.0).snapshot_every_events == 5
+
+
+def test_docs_list_every_setting_and_the_example_file_loads(tmp_path):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "contract.md").read_text(encoding="utf-8")
+    for name, var, _d, _doc in Settings.describe():
+        assert f"| `{name}` | `{var}` |" in text, name
+    toml = re.search(r"```toml\n(.*?)```", text, flags=re.S).group(1)
+    p = tmp_path / "doc.toml"
+    p.write_text(toml)
+    s = Settings.load(p, None, environ={"PREFSTREAM_SASL_PASSWORD": "pw"})
+    assert s.security_protocol == "SASL_SSL" and s.params_for("linear-bt") == {"learning_rate": 0.05, "l2": 1e-4}
+    assert s.kafka_client_options()["sasl_plain_password"] == "pw"
