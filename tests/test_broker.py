@@ -74,6 +74,16 @@ def test_standard_topics_table():
 # ------------------------------------------------------------------ connection options (no broker)
 
 
+def test_broker_module_doctests(monkeypatch):
+    import doctest
+
+    import stream.broker
+
+    monkeypatch.delenv("PREFSTREAM_KAFKA_PORT", raising=False)
+    result = doctest.testmod(stream.broker, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 2 and result.failed == 0
+
+
 def test_client_options_from_env_mapping(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
