@@ -302,3 +302,19 @@ def test_clone_and_inputs_not_mutated():
     c = m.clone()
     assert repr(c) == repr(m) and c.n_learned == 0
     assert LinearBT(feature_names=[]).feature_names == []  # what an unfitted model reports, accepted back
+
+
+def test_scaler_helps_with_heterogeneous_units():
+    """The RMS scaler (default) recovers the direction better when features differ by 10⁴ in scale."""
+    w_true = np.array([1.0, -2.0, 0.5, 0.0, 1.5])
+    scales = np.array([1.0, 10.0, 0.1, 1.0, 100.0])
+    cos = {True: [], False: []}
+    for seed in range(3):
+        rng = np.random.default_rng(100 + seed)
+        XL, XR, y = bt_data(rng, 3000, w_true / scales, scales)
+        for scale in (True, False):
+            m = LinearBT(feature_names=NAMES, scale=scale)
+            m.learn_many(XL, XR, y)
+            cos[scale].append(cosine(m.weights * scales, w_true))
+    assert min(cos[True]) > 0.99
+    assert np.mean(cos[True]) > np.mean(cos[False])
