@@ -24,10 +24,12 @@ log() { printf '[venv] %s\n' "$*" >&2; }
 
 find_python311() {
   local c
-  for c in "${PREFSTREAM_PYTHON:-}" python3.11 /usr/bin/python3.11 /usr/local/bin/python3.11 \
-           "$HOME"/.pyenv/versions/3.11*/bin/python3.11; do
+  # needs venv *and* ensurepip (Debian ships the latter separately, in python3.11-venv)
+  for c in "${PREFSTREAM_PYTHON:-}" python3.11 "$HOME"/.pyenv/versions/3.11*/bin/python3.11 \
+           /usr/local/bin/python3.11 /usr/bin/python3.11; do
     [ -n "$c" ] || continue
-    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys, venv; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
+    if command -v "$c" >/dev/null 2>&1 \
+       && "$c" -c 'import sys, venv, ensurepip; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
       command -v "$c"; return 0
     fi
   done
