@@ -512,12 +512,16 @@ class SharpExplainer:
         else:
             step = max(1, self.max_rows // m)
             blocks = [(b, b + 1, c, min(mid.size, c + step)) for b in range(B) for c in range(0, mid.size, step)]
+        buf = None
         for b0, b1, c0, c1 in blocks:
             M = self._bits[mid[c0:c1]]                                   # (C, d)
             R = ref_rows[None] if shared else ref_rows[b0:b1]            # (B', m, d)
             # feature-major buffer: every column is written with long contiguous runs; the scoring
             # callable gets its (N, d) transpose (a Fortran-ordered view, no copy)
-            H = np.empty((d, b1 - b0, c1 - c0, m))
+            size = d * (b1 - b0) * (c1 - c0) * m
+            if buf is None or buf.size < size:
+                buf = np.empty(size)             # reused by every chunk of this call
+            H = buf[:size].reshape(d, b1 - b0, c1 - c0, m)
             for j in range(d):
                 np.copyto(H[j], v[b0:b1, j, None, None])
                 np.copyto(H[j], R[:, None, :, j], where=M[None, :, j, None])
