@@ -66,7 +66,8 @@ Notes
 -----
 The scoring callable must be *row-wise deterministic*: the score of a row must not depend on the
 other rows of the batch (``(X * w).sum(1)`` is; some BLAS ``X @ w`` kernels may differ in the last
-bit between batch sizes, which can flip exact ties). ``score_fn`` receives float64 arrays of shape
+bit between batch sizes, which can flip exact ties). It must not keep a reference to its input,
+whose buffer is reused between chunks. ``score_fn`` receives float64 arrays of shape
 ``(N, d)`` and must return ``N`` finite floats; higher score = better rank.
 """
 
