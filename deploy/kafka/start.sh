@@ -80,7 +80,8 @@ if kafka_port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
     log "a broker not started by this script already answers at $KAFKA_BOOTSTRAP; using it"
     echo "$KAFKA_BOOTSTRAP"; exit 0
   fi
-  die "port $KAFKA_PORT on $KAFKA_HOST is taken by something that is not a Kafka broker (set PREFSTREAM_KAFKA_PORT)"
+  log "ERROR: port $KAFKA_PORT on $KAFKA_HOST is taken by something that is not a Kafka broker (set PREFSTREAM_KAFKA_PORT)"
+  exit 1
 fi
 
 CONF="$KAFKA_RUN/server.properties"
