@@ -117,7 +117,9 @@ def topics_create(config: Optional[str] = ConfigOpt, bootstrap: Optional[str] = 
     }
     specs = {names.get(k, k): v for k, v in TOPICS.items()}
     try:
-        res = create_topics(s.bootstrap_servers, specs, partitions=partitions, client_options=s.kafka_client_options())
+        opts = s.kafka_client_options()
+        opts.pop("client_id", None)  # create_topics names its own admin client
+        res = create_topics(s.bootstrap_servers, specs, partitions=partitions, client_options=opts)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -149,6 +149,10 @@ class LearnerCore:
         self.sources: dict[str, SourceState] = {}
         self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
         self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.ROCAUC()) for m in self.models}
+        # labelled children resolved once (``labels()`` costs ~10 µs per call)
+        self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
+        self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
+        self._m_consumed: dict[str, Any] = {}
         self.items_live_from: dict[int, int] = {}
 
     # ------------------------------------------------------------------ sources
@@ -172,7 +176,8 @@ class LearnerCore:
         kind = self.kinds.get(topic)
         if kind is None:
             raise InvalidInputError(f"Topic {topic!r} is not an input topic of the learner ({sorted(self.kinds)}).")
-        st = SourceState(topic=topic, partition=int(partition), kind=kind, generation=generation)
+        st = SourceState(topic=topic, partition=int(partition), kind=kind, generation=generation,
+                         last_snapshot=self.clock())
         src = st.source
         fresh = []
         for model in self.models:
@@ -218,7 +223,10 @@ class LearnerCore:
             Dead-letter records to publish (empty for a good or a skipped message).
         """
         m = self.metrics
-        m.events_consumed.labels(topic=st.topic).inc()
+        consumed = self._m_consumed.get(st.topic)
+        if consumed is None:
+            consumed = self._m_consumed[st.topic] = m.events_consumed.labels(topic=st.topic)
+        consumed.inc()
         offset = int(offset)
         if ack_token is not None:
             st.pending.append((offset, ack_token))
@@ -256,8 +264,8 @@ class LearnerCore:
                 except (InvalidInputError, ValueError, KeyError, TypeError) as exc:
                     learn_error = learn_error or f"model {name!r} rejected event {ex.event_id!r}: {exc}"
                     continue
-                m.learn_latency.labels(model=name).observe(time.perf_counter() - t0)
-                m.events_learned.labels(model=name).inc()
+                self._m_latency[name].observe(time.perf_counter() - t0)
+                self._m_learned[name].inc()
                 slot.count += 1
                 slot.digest = digest_add(slot.digest, h)
                 slot.remember(h, self.dedupe_window)

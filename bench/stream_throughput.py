@@ -1,0 +1,228 @@
+"""Throughput of the learner worker through a real Kafka broker, beside kafka-python's raw consume rate.
+
+What it does, in one run:
+
+1. creates fresh topics (3 preference partitions) on the broker at ``--bootstrap``;
+2. produces ``--events`` synthetic preference events (3 features, Bradley–Terry labels) and
+   waits until the broker acknowledged all of them;
+3. **anchor** — reads the whole preference topic with a bare kafka-python ``KafkaConsumer``
+   (no parsing, no learning): the ceiling for a Python Kafka client on this machine;
+4. starts ``python -m stream worker learn --models linear-bt`` and measures the time from its
+   first learned event to the snapshot whose training counts sum to N (events/s over that
+   window, so the worker's start-up is not counted), the p99 of ``learn_one`` latency from the
+   worker's Prometheus histogram (bucket upper bound, linearly interpolated), and lost /
+   duplicated events from the final snapshots (count and the digest of learned event ids).
+
+The last line is exactly::
+
+    events_per_s=<float> p99_learn_latency_ms=<float> lost=<int> duplicated=<int>
+
+Reproduce: ``bash deploy/kafka/start.sh && python bench/stream_throughput.py --events 20000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _histogram_quantile(text: str, name: str, q: float) -> float:
+    """Quantile of a Prometheus histogram from its exposition text (linear in the bucket)."""
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith(name + "_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    buckets.sort()
+    if not buckets or buckets[-1][1] == 0:
+        return float("nan")
+    total = buckets[-1][1]
+    rank = q * total
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in buckets:
+        if c >= rank:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * ((rank - prev_c) / max(c - prev_c, 1e-12))
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=20000)
+    ap.add_argument("--bootstrap", default=os.environ.get("PREFSTREAM_BOOTSTRAP", "127.0.0.1:9092"))
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    args = ap.parse_args(argv)
+
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    from stream.broker import TopicSpec, create_topics
+    from stream.contract import decode_snapshot
+    from stream.workers._snapshot import digest_add, event_hash, split_stream_meta
+
+    u = uuid.uuid4().hex[:8]
+    keys = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters")
+    topics = {k: f"bench.stream.{k}.{u}" for k in keys}
+    specs = {v: TopicSpec(args.partitions if k == "preferences" else 1,
+                          {"cleanup.policy": "compact", "max.message.bytes": "8388608"} if k == "models" else
+                          ({"cleanup.policy": "compact"} if k == "items" else {}))
+             for k, v in topics.items()}
+    opts = {"bootstrap_servers": args.bootstrap}
+    create_topics(None, specs, client_options=opts)
+    N = args.events
+    rng = np.random.default_rng(0)
+    w = np.array([1.0, -2.0, 0.5])
+    XL, XR = rng.normal(size=(N, 3)), rng.normal(size=(N, 3))
+    y = np.where((XL - XR) @ w > 0, 1, -1)
+    prod = KafkaProducer(acks="all", linger_ms=20, batch_size=262144, **opts)
+    t0 = time.perf_counter()
+    expected = 0
+    for i in range(N):
+        eid = f"b{i}"
+        ev = {"schema_version": 1, "event_id": eid, "timestamp": 1700000000 + i,
+              "left": {"features": {"a": XL[i, 0], "b": XL[i, 1], "c": XL[i, 2]}},
+              "right": {"features": {"a": XR[i, 0], "b": XR[i, 1], "c": XR[i, 2]}}, "outcome": int(y[i])}
+        prod.send(topics["preferences"], key=eid.encode(), value=json.dumps(ev).encode())
+        expected = digest_add(expected, event_hash(eid))
+    prod.flush(120)
+    prod.close()
+    produce_s = time.perf_counter() - t0
+    print(f"produced {N} events in {produce_s:.2f} s ({N / produce_s:.0f} events/s)", flush=True)
+
+    # anchor: bare kafka-python consume of the same topic
+    c = KafkaConsumer(enable_auto_commit=False, group_id=None, **opts)
+    tps = [TopicPartition(topics["preferences"], p) for p in range(args.partitions)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    n = 0
+    t0 = time.perf_counter()
+    while n < N and time.perf_counter() - t0 < args.timeout:
+        for msgs in c.poll(timeout_ms=500, max_records=5000).values():
+            n += len(msgs)
+    raw_s = time.perf_counter() - t0
+    c.close()
+    raw_rate = n / raw_s
+    print(f"raw kafka-python consume: {n} events in {raw_s:.2f} s", flush=True)
+
+    # the learner worker
+    port = _free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PREFSTREAM_BOOTSTRAP_SERVERS=args.bootstrap,
+               PREFSTREAM_CONSUMER_GROUP=f"bench-{u}", PREFSTREAM_STATE_DIR=f"/tmp/prefstream-bench-{u}",
+               PREFSTREAM_SNAPSHOT_EVERY_EVENTS="5000", PREFSTREAM_SNAPSHOT_EVERY_SECONDS="0.5",
+               **{f"PREFSTREAM_TOPIC_{k.upper()}": v for k, v in topics.items()})
+    log = open(f"/tmp/prefstream-bench-{u}.log", "w")
+    worker = subprocess.Popen([sys.executable, "-m", "stream", "worker", "learn", "--models", "linear-bt",
+                               "--metrics-port", str(port), "--log-level", "WARNING"], cwd=REPO, env=env,
+                              stdout=log, stderr=subprocess.STDOUT)
+
+    def scrape() -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                return r.read().decode()
+        except OSError:
+            return ""
+
+    def learned(text: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("prefstream_events_learned_total{"))
+
+    def snapshots():
+        c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=800,
+                          max_partition_fetch_bytes=16 * 1024 * 1024, **opts)
+        tp = TopicPartition(topics["models"], 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        latest = {}
+        for m in c:
+            latest[m.key] = m.value
+        c.close()
+        return {k: decode_snapshot(v) for k, v in latest.items() if v is not None}
+
+    try:
+        deadline = time.perf_counter() + args.timeout
+        t_first = None
+        while time.perf_counter() < deadline:
+            got = learned(scrape())
+            if got > 0:
+                t_first = time.perf_counter()
+                first_count = got
+                break
+            time.sleep(0.01)
+        t_done = None
+        while time.perf_counter() < deadline and t_first is not None:
+            if learned(scrape()) >= N:
+                t_done = time.perf_counter()
+                break
+            time.sleep(0.02)
+        if t_done is None:
+            print("worker did not learn every event in time; see", log.name, file=sys.stderr)
+        # wait for the final snapshots
+        total, digest = 0, 0
+        while time.perf_counter() < deadline:
+            snaps = snapshots()
+            total = sum(s["training_count"] for s in snaps.values())
+            if total >= N:
+                break
+            time.sleep(0.5)
+        time.sleep(1.0)
+        snaps = snapshots()
+        total = sum(s["training_count"] for s in snaps.values())
+        digest = 0
+        for s in snaps.values():
+            digest = digest_add(digest, split_stream_meta(s["state"])[1]["digest"])
+        text = scrape()
+        p99 = _histogram_quantile(text, "prefstream_learn_latency_seconds", 0.99) * 1000.0
+        p50 = _histogram_quantile(text, "prefstream_learn_latency_seconds", 0.50) * 1000.0
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        try:
+            from kafka.admin import KafkaAdminClient
+
+            a = KafkaAdminClient(**opts)
+            a.delete_topics(list(topics.values()))
+            a.close()
+        except Exception:
+            pass
+
+    span = (t_done - t_first) if (t_done and t_first) else float("nan")
+    rate = (N - first_count) / span if span == span and span > 0 else float("nan")
+    lost = max(N - total, 0)
+    duplicated = max(total - N, 0)
+    print(f"worker: {N - first_count:.0f} events in {span:.2f} s after the first learned event; "
+          f"learn_one p50={p50:.4f} ms p99={p99:.4f} ms; snapshots: {total} learned, digest "
+          f"{'matches' if digest == expected else 'DIFFERS'}")
+    print(f"raw_consume_events_per_s={raw_rate:.1f} worker_over_raw_ratio={rate / raw_rate:.3f}")
+    if digest != expected and lost == 0 and duplicated == 0:
+        lost = duplicated = -1  # same count, different event set: flag it
+    print(f"events_per_s={rate:.1f} p99_learn_latency_ms={p99:.4f} lost={lost} duplicated={duplicated}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
