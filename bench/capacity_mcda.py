@@ -11,7 +11,7 @@ preference pairs are built from examples with *different* labels (better assignm
 preferred), ``--pairs`` random training pairs (random left/right orientation) and ``--test-pairs``
 test pairs from the test examples only. Each learner makes one online pass over the training
 pairs (LP: one batch solve of problem (2)); accuracy = share of test pairs whose preferred item
-gets the larger Choquet value; times are CPU seconds (``time.process_time``) of training. λ = 0.01, γ = 10³, ρ = 1, δ = 10⁻³ as in bench/capacity_paper.py.
+gets the larger Choquet value; times are CPU seconds (``time.process_time``) of training. λ = 0.01, γ = 10³, ρ = 1, δ = 10⁻⁴ as in bench/capacity_paper.py.
 ``rda_k1`` is Algorithm 1 restricted to singletons (a weighted sum), to show what interactions add.
 
 Reproduce::
@@ -121,7 +121,7 @@ def main(argv=None) -> None:
     ap.add_argument("--splits", type=int, default=5)
     ap.add_argument("--pairs", type=int, default=1000)
     ap.add_argument("--test-pairs", type=int, default=2000)
-    ap.add_argument("--delta", type=float, default=1e-3)
+    ap.add_argument("--delta", type=float, default=1e-4)
     ap.add_argument("--l1", type=float, default=0.01)
     ap.add_argument("--gamma", type=float, default=1e3)
     ap.add_argument("--rho", type=float, default=1.0)
