@@ -69,6 +69,8 @@ def explain_linear(model, XL, XR, background_mean_diff=None, feature_names: Sequ
     ------
     InvalidInputError
         Shapes disagree with the number of weights, or inputs contain NaN/inf.
+    NotFittedError
+        ``model.weights`` is not available yet (a LinearBT that knows no feature names).
 
     Examples
     --------
