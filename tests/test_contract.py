@@ -598,3 +598,47 @@ def test_docs_examples_follow_the_contract():
             parse_explain_request(body.encode(), cat)
         elif kind in ("dead_letter", "model_snapshot"):
             assert not list(C.validator(kind).iter_errors(doc))
+
+
+# --------------------------------------------------------- through the real broker
+def test_dead_letters_through_the_broker(kafka_options, unique_topic):
+    """One bad message per reason: sent raw, consumed, dead-lettered, read back with payload and coordinates."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    src, dlq = unique_topic("prefs"), unique_topic("dlq")
+    bad = {reason: cases[0] for reason, cases in BAD.items() if cases[0] is not None}
+    bad["malformed_json"] = b"\xff\xfe not utf-8 {"  # also checks the base64 path end to end
+    good = raw(event(event_id="good-1"))
+    producer = KafkaProducer(acks="all", **kafka_options)
+    for reason, payload in bad.items():
+        producer.send(src, key=reason.encode(), value=payload)
+    producer.send(src, key=b"good", value=good)
+    producer.flush()
+
+    def drain(topic, n):
+        consumer = KafkaConsumer(topic, auto_offset_reset="earliest", enable_auto_commit=False,
+                                 consumer_timeout_ms=1000, **kafka_options)
+        out, deadline = [], time.time() + 20
+        while len(out) < n and time.time() < deadline:
+            out.extend(consumer)
+        consumer.close()
+        return out
+
+    learned = []
+    for msg in drain(src, len(bad) + 1):
+        try:
+            learned.append(parse_preference(msg.value, catalog(), max_bytes=1500))
+        except DeadLetter as dl:
+            rec = dead_letter_record(msg.value, dl.reason, dl.detail, msg.topic, msg.partition, msg.offset)
+            producer.send(dlq, key=msg.key, value=json.dumps(rec, allow_nan=False).encode())
+    producer.flush()
+    producer.close()
+    assert [ex.event_id for ex in learned] == ["good-1"]
+    records = {m.key.decode(): json.loads(m.value) for m in drain(dlq, len(bad))}
+    assert set(records) == set(bad) == set(DEAD_LETTER_REASONS)
+    for reason, rec in records.items():
+        assert rec["reason"] == reason and rec["source_topic"] == src and rec["partition"] == 0
+        payload = base64.b64decode(rec["payload"]) if rec["payload_encoding"] == "base64" else rec["payload"].encode()
+        assert payload == bad[reason]
+    assert records["malformed_json"]["payload_encoding"] == "base64"
+    assert sorted(r["offset"] for r in records.values()) == list(range(len(bad)))
