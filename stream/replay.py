@@ -42,7 +42,6 @@ Example
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import sys
