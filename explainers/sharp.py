@@ -112,6 +112,22 @@ def _popcount(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _coalition_masks(d: int, c: int) -> np.ndarray:
+    """All coalition bit masks with at most ``c + 1`` removed features, in Gray-code order (one bit
+    flips between neighbours, so each feature column of the hybrid buffer is a few long runs)."""
+    i = np.arange(1 << d, dtype=np.int64)
+    g = i ^ (i >> 1)
+    return g[_popcount(g) <= c + 1] if c < d - 1 else g
+
+
+def _runs(col: np.ndarray) -> list[tuple[int, int, bool]]:
+    """Maximal runs ``(start, stop, value)`` of a boolean vector."""
+    ch = np.flatnonzero(col[1:] != col[:-1]) + 1
+    st = np.r_[0, ch]
+    en = np.r_[ch, col.size]
+    return [(int(a), int(b), bool(col[a])) for a, b in zip(st, en)]
+
+
 def coalition_weights(d: int, max_coalition_size: int | None = None) -> np.ndarray:
     """Shapley weight matrix ``W`` of shape ``(d, 2**d)`` with ``φ = α · W @ Q``.
 
@@ -517,15 +533,16 @@ class SharpExplainer:
         for b0, b1, c0, c1 in blocks:
             M = self._bits[mid[c0:c1]]                                   # (C, d)
             R = ref_rows[None] if shared else ref_rows[b0:b1]            # (B', m, d)
-            # feature-major buffer: every column is written with long contiguous runs; the scoring
+            # feature-major buffer: every column is written once, in long contiguous runs; the scoring
             # callable gets its (N, d) transpose (a Fortran-ordered view, no copy)
             size = d * (b1 - b0) * (c1 - c0) * m
             if buf is None or buf.size < size:
                 buf = np.empty(size)             # reused by every chunk of this call
             H = buf[:size].reshape(d, b1 - b0, c1 - c0, m)
-            for j in range(d):
-                np.copyto(H[j], v[b0:b1, j, None, None])
-                np.copyto(H[j], R[:, None, :, j], where=M[None, :, j, None])
+            for j in range(d):                   # Gray-code order: few runs of "from u" / "from v"
+                Hj, Rj, vj = H[j], R[:, None, :, j], v[b0:b1, j, None, None]
+                for a, z, on in _runs(M[:, j]):
+                    Hj[:, a:z, :] = Rj if on else vj
             s = _call_scores(self.score_fn, H.reshape(d, -1).T).reshape(b1 - b0, c1 - c0, m)
             w = ref_w[b0:b1]
             if qoi == "rank" and self.ties != "average":
@@ -658,8 +675,7 @@ class SharpExplainer:
             ref_w = np.full((B, m), 1.0 / m)
             q_ref = np.take_along_axis(q_ref_all, pick, axis=1)
             m_used = np.full(B, m)
-        masks = np.arange(1 << d)
-        masks = masks[_popcount(masks) <= c + 1] if c < d - 1 else masks
+        masks = _coalition_masks(d, c)
         Q = self._games(self.X[idx], s_v, excl, ref_rows, ref_w, q_ref, masks, qoi, k)
         full = (1 << d) - 1
         sample_base = Q[:, full].copy()
@@ -740,8 +756,7 @@ class SharpExplainer:
         s_v, s_u = self.scores[vi], self.scores[ui]
         excl = vi if exclude_item else None
         q_u = self._qoi(s_u[:, None], None if excl is None else s_v, qoi, k)      # (B, 1)
-        masks = np.arange(1 << d)
-        masks = masks[_popcount(masks) <= c + 1] if c < d - 1 else masks
+        masks = _coalition_masks(d, c)
         Q = self._games(self.X[vi], s_v, excl, self.X[ui][:, None, :], np.ones((B, 1)), q_u, masks, qoi, k)
         phi = alpha * Q @ self._weights(c).T
         q_v, q_o = Q[:, 0], q_u[:, 0]
