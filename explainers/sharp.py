@@ -122,10 +122,8 @@ def _coalition_masks(d: int, c: int) -> np.ndarray:
 
 def _runs(col: np.ndarray) -> list[tuple[int, int, bool]]:
     """Maximal runs ``(start, stop, value)`` of a boolean vector."""
-    ch = np.flatnonzero(col[1:] != col[:-1]) + 1
-    st = np.r_[0, ch]
-    en = np.r_[ch, col.size]
-    return [(int(a), int(b), bool(col[a])) for a, b in zip(st, en)]
+    cuts = [0] + (np.flatnonzero(col[1:] != col[:-1]) + 1).tolist() + [int(col.size)]
+    return [(a, b, bool(col[a])) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def coalition_weights(d: int, max_coalition_size: int | None = None) -> np.ndarray:
@@ -530,8 +528,11 @@ class SharpExplainer:
             step = max(1, self.max_rows // m)
             blocks = [(b, b + 1, c, min(mid.size, c + step)) for b in range(B) for c in range(0, mid.size, step)]
         buf = None
+        runs: dict[tuple[int, int], list] = {}
         for b0, b1, c0, c1 in blocks:
-            M = self._bits[mid[c0:c1]]                                   # (C, d)
+            if (c0, c1) not in runs:
+                M = self._bits[mid[c0:c1]]                               # (C, d)
+                runs[(c0, c1)] = [_runs(M[:, j]) for j in range(d)]
             R = ref_rows[None] if shared else ref_rows[b0:b1]            # (B', m, d)
             # feature-major buffer: every column is written once, in long contiguous runs; the scoring
             # callable gets its (N, d) transpose (a Fortran-ordered view, no copy)
@@ -541,7 +542,7 @@ class SharpExplainer:
             H = buf[:size].reshape(d, b1 - b0, c1 - c0, m)
             for j in range(d):                   # Gray-code order: few runs of "from u" / "from v"
                 Hj, Rj, vj = H[j], R[:, None, :, j], v[b0:b1, j, None, None]
-                for a, z, on in _runs(M[:, j]):
+                for a, z, on in runs[(c0, c1)][j]:
                     Hj[:, a:z, :] = Rj if on else vj
             s = _call_scores(self.score_fn, H.reshape(d, -1).T).reshape(b1 - b0, c1 - c0, m)
             w = ref_w[b0:b1]
