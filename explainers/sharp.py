@@ -322,8 +322,7 @@ class _RankCounter:
     def _bucket(s: np.ndarray, lo: float, scale: float, G: int) -> np.ndarray:
         t = np.subtract(s, lo, dtype=np.float64)
         t *= scale
-        np.minimum(t, G - 1, out=t)
-        np.maximum(t, 0, out=t)
+        np.clip(t, 0, G - 1, out=t)
         return t.astype(np.intp)
 
     def _count(self, s: np.ndarray, side: str) -> np.ndarray:
@@ -331,7 +330,7 @@ class _RankCounter:
             return np.searchsorted(self.srt, s, side=side)
         g = self._bucket(s, self.lo, self.scale, self.G)
         c = self.first.take(g, mode="clip")
-        bad = np.flatnonzero(c < 0) if self.has_shared else None
+        bad = np.flatnonzero(c < 0) if self.has_shared and c.min() < 0 else None
         v = self.val.take(g, mode="clip")
         c += (v <= s) if side == "right" else (v < s)
         if bad is not None and bad.size:
