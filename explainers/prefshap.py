@@ -187,13 +187,17 @@ def _check_matrix(name: str, X, width: int, owner: str = "Pref-SHAP") -> np.ndar
 
 
 # --------------------------------------------------------------------------- CME engine
-def _masked_sqdist(A: torch.Tensor, B: torch.Tensor, Zc: torch.Tensor) -> torch.Tensor:
-    """Σ_{j∈S} (a_j − b_j)² for each coalition row of ``Zc``: shape (cb, na, nb)."""
-    a2 = (A * A) @ Zc.T                      # (na, cb)
-    b2 = (B * B) @ Zc.T                      # (nb, cb)
-    cross = torch.matmul(A.unsqueeze(0) * Zc.unsqueeze(1), B.T)   # (cb, na, nb)
-    D = a2.T.unsqueeze(2) + b2.T.unsqueeze(1) - 2.0 * cross
-    return D.clamp_min_(0.0)
+def _masked_kernel(A: torch.Tensor, B: torch.Tensor, Zc: torch.Tensor) -> torch.Tensor:
+    """k_S(a, b) = exp(−½ Σ_{j∈S} (a_j − b_j)²) for each coalition row of ``Zc``: (cb, na, nb).
+
+    A, B are in kernel units (divided by the length-scales); one batched matmul plus in-place
+    updates: log k_S = a_Sᵀb_S − ½‖a_S‖² − ½‖b_S‖², clamped at 0 against rounding.
+    """
+    half_a2 = 0.5 * ((A * A) @ Zc.T)                           # (na, cb)
+    half_b2 = 0.5 * ((B * B) @ Zc.T)                           # (nb, cb)
+    out = torch.matmul(A.unsqueeze(0) * Zc.unsqueeze(1), B.T)  # (cb, na, nb)
+    out.sub_(half_a2.T.unsqueeze(2)).sub_(half_b2.T.unsqueeze(1))
+    return out.clamp_max_(0.0).exp_()
 
 
 def _batched_pcg(K: torch.Tensor, B: torch.Tensor, precond_chol: torch.Tensor | None,
@@ -242,8 +246,8 @@ class _Space:
         self.maps = [torch.as_tensor(m, device=eng.device) for m in maps]
 
     def split(self, G: torch.Tensor) -> list:
-        """Γ over the distinct centres (cb, M_u, T) → one (cb, M, T) tensor per centre set."""
-        return [G.index_select(1, m) for m in self.maps]
+        """Γ over the distinct centres (cb, T, M_u) → one (cb, T, M) tensor per centre set."""
+        return [G[..., m] for m in self.maps]          # advanced indexing: ~6x faster than index_select(2)
 
 
 class _Engine:
@@ -290,12 +294,12 @@ class _Engine:
                 "or explain fewer duels per call.")
         return cb
 
-    def _factor(self, K: torch.Tensor, zb: np.ndarray, key_space) -> torch.Tensor:
+    def _factor(self, make_K: Callable[[], torch.Tensor], zb: np.ndarray, key_space) -> torch.Tensor:
         """Cholesky factors of a chunk of CME matrices, from the cache when all are there."""
         keys = [(key_space, row.tobytes()) for row in zb]
         if keys and all(k in self.cache for k in keys):
             return torch.stack([self.cache[k] for k in keys])
-        L, info = torch.linalg.cholesky_ex(K)
+        L, info = torch.linalg.cholesky_ex(make_K())
         if bool((info != 0).any()):
             raise InvalidInputError(
                 f"CME kernel matrix is not positive definite; increase cme_reg (now {self.reg}) "
@@ -309,13 +313,13 @@ class _Engine:
         return L
 
     def gammas(self, space: _Space, masks: np.ndarray, extra_per_coalition: float = 0.0, key_space="items"):
-        """Yield (slice, Γ over the distinct centres, shape (cb, M_u, T)) over chunks of ``masks``."""
+        """Yield (slice, Γ) over chunks of ``masks``; Γ has shape (cb, T, M_u): Γ[c, t, u] = Γ_S(c_u, x_t)."""
         n, T, Mu = space.ref.shape[0], space.items.shape[0], space.centres.shape[0]
         cb = self.chunk_size(space, extra_per_coalition)
         precond = None
         if self.solver == "cg" and self.value_function == "observational":
             full = torch.ones((1, space.ref.shape[1]), dtype=self.dtype, device=self.device)
-            K_full = torch.exp(-0.5 * _masked_sqdist(space.ref, space.ref, full))[0]
+            K_full = _masked_kernel(space.ref, space.ref, full)[0]
             K_full.diagonal().add_(n * self.reg)
             precond = torch.linalg.cholesky(K_full)
         route_items = T <= Mu
@@ -326,9 +330,7 @@ class _Engine:
             empty = ~zb.any(axis=1)
             full = zb.all(axis=1)
             t0 = time.perf_counter()
-            Kc = torch.exp(-0.5 * _masked_sqdist(space.centres, space.ref, 1.0 - Zc))     # (cb, M_u, n)
-            # default (∅ normalised, Ω, interventional): β_i = 1/n
-            mean = Kc.mean(dim=2, keepdim=True).expand(-1, -1, T).clone()               # (cb, M_u, T)
+            Kc = _masked_kernel(space.ref, space.centres, 1.0 - Zc)   # (cb, n, M_u): k_{S^c}(X, c)
             if self.value_function != "observational":
                 solve = np.zeros_like(empty)
             elif self.normalize:
@@ -336,38 +338,50 @@ class _Engine:
             else:
                 solve = np.ones_like(empty)     # the paper's estimator, literally, for every S
             if solve.any():
-                rows = np.flatnonzero(solve)
-                idx = torch.as_tensor(rows, device=self.device)
-                Zs = Zc[idx]
-                Kx = torch.exp(-0.5 * _masked_sqdist(space.ref, space.items, Zs))      # (cs, n, T)
-                K = torch.exp(-0.5 * _masked_sqdist(space.ref, space.ref, Zs))         # (cs, n, n)
-                K.diagonal(dim1=1, dim2=2).add_(n * self.reg)
-                ones = torch.ones((len(rows), n, 1), dtype=self.dtype, device=self.device)
-                rhs = torch.cat([Kx, ones], dim=2) if route_items else \
-                    torch.cat([Kc[idx].transpose(1, 2), ones], dim=2)
+                # every row of the chunk is solved (∅/Ω rows are cheap and overwritten below)
+                Kx = _masked_kernel(space.ref, space.items, Zc)      # (cb, n, T): k_S(X, x)
+
+                def make_K():
+                    K = _masked_kernel(space.ref, space.ref, Zc)     # (cb, n, n)
+                    K.diagonal(dim1=1, dim2=2).add_(n * self.reg)
+                    return K
+
+                ones = torch.ones((Zc.shape[0], n, 1), dtype=self.dtype, device=self.device)
+                rhs = Kx if route_items else Kc
                 if self.solver == "cholesky":
-                    sol = torch.cholesky_solve(rhs, self._factor(K, zb[rows], key_space))
+                    L = self._factor(make_K, zb, key_space)
+                    sol, w = torch.cholesky_solve(rhs, L), torch.cholesky_solve(ones, L)
                 else:
+                    K = make_K()
                     sol, its = _batched_pcg(K, rhs, precond, tol=self.cg_tol)
-                    self.cg_iterations.append(its)
-                del K
-                w = sol[:, :, -1:]                                                      # (K+nλI)⁻¹ 1
-                tot = torch.matmul(w.transpose(1, 2), Kx)                               # Σβ: (cs, 1, T)
-                if route_items:
-                    m = torch.matmul(Kc[idx], sol[:, :, :-1])                           # (cs, M_u, T)
-                else:
-                    m = torch.matmul(sol[:, :, :-1].transpose(1, 2), Kx)
+                    w, its2 = _batched_pcg(K, ones, precond, tol=self.cg_tol)
+                    self.cg_iterations.append(max(its, its2))
+                    del K
+                if route_items:                                                         # sol = β (cb, n, T)
+                    m = torch.matmul(sol.transpose(1, 2), Kc)                           # (cb, T, M_u)
+                else:                                                                   # sol = (K+nλI)⁻¹ k(X, c)
+                    m = torch.matmul(Kx.transpose(1, 2), sol)
                 if self.normalize:
+                    tot = torch.matmul(w.transpose(1, 2), Kx).transpose(1, 2)           # Σβ(x): (cb, T, 1)
                     bad = tot.abs() < 1e-8
-                    self.fallbacks += int(bad.sum())
-                    m = torch.where(bad, mean[idx], m / torch.where(bad, torch.ones_like(tot), tot))
-                mean[idx] = m
-                del Kx, sol, rhs
+                    m /= torch.where(bad, torch.ones_like(tot), tot)
+                    if bool(bad.any()):
+                        self.fallbacks += int(bad[torch.as_tensor(solve, device=self.device)].sum())
+                        m = torch.where(bad, Kc.mean(dim=1, keepdim=True), m)
+                keep = np.flatnonzero(~solve)
+                if len(keep):
+                    k_t = torch.as_tensor(keep, device=self.device)
+                    m[k_t] = Kc[k_t].mean(dim=1, keepdim=True)
+                del Kx, sol, w
+            else:                                   # β_i = 1/n for every row
+                m = Kc.mean(dim=1, keepdim=True).expand(-1, T, -1).clone()
             self.solve_seconds += time.perf_counter() - t0
             if full.any() and self.normalize:
                 # Ω: no feature left to integrate, Σ β̃ = 1 (the literal estimator keeps Σβ(x))
-                mean[torch.as_tensor(np.flatnonzero(full), device=self.device)] = 1.0
-            yield sl, torch.exp(-0.5 * _masked_sqdist(space.centres, space.items, Zc)) * mean
+                m[torch.as_tensor(np.flatnonzero(full), device=self.device)] = 1.0
+            del Kc
+            m *= _masked_kernel(space.items, space.centres, Zc)     # k_S(x, c)
+            yield sl, m
 
 
 def _unique_rows(*arrays: np.ndarray) -> tuple[np.ndarray, list]:
@@ -383,18 +397,23 @@ def _unique_rows(*arrays: np.ndarray) -> tuple[np.ndarray, list]:
 
 
 def _pair_values(GL, GR, a, b, W, mem) -> torch.Tensor:
-    """ν[c, p] = Σ_m W[p?, m] (GL[c,m,a_p] GR[c,m,b_p] − GR[c,m,a_p] GL[c,m,b_p])."""
-    cb, M, _ = GL.shape
+    """ν[c, p] = Σ_m W[(p,) m] (GL[c,a_p,m] GR[c,b_p,m] − GR[c,a_p,m] GL[c,b_p,m]).
+
+    GL, GR : (cb, T, M) Γ at the left / right centres; a, b : (P,) item indices of each duel;
+    W : (M,) or (P, M) weights. Duels are processed in blocks bounded by ``mem`` bytes.
+    """
+    cb, _, M = GL.shape
     P = a.shape[0]
     out = torch.empty((cb, P), dtype=GL.dtype, device=GL.device)
-    step = max(1, int(mem // (6 * cb * M * GL.element_size())))
+    step = max(1, int(mem // (5 * cb * M * GL.element_size())))
     for s in range(0, P, step):
         ia, ib = a[s:s + step], b[s:s + step]
-        t = GL[:, :, ia] * GR[:, :, ib] - GR[:, :, ia] * GL[:, :, ib]
+        t = GL[:, ia] * GR[:, ib]
+        t -= GR[:, ia] * GL[:, ib]                                                    # (cb, p, M)
         if W.ndim == 1:
-            out[:, s:s + step] = torch.einsum("cmp,m->cp", t, W)
+            out[:, s:s + step] = torch.matmul(t, W)
         else:
-            out[:, s:s + step] = torch.einsum("cmp,pm->cp", t, W[s:s + step])
+            out[:, s:s + step] = (t * W[s:s + step].unsqueeze(0)).sum(dim=2)
     return out
 
 
@@ -577,10 +596,10 @@ class PrefSHAP:
         cu = eng.tensor(p.cu / ls_u)
         ones = torch.ones((1, cu.shape[1]), dtype=eng.dtype, device=eng.device)
         if U is None:
-            kU = torch.exp(-0.5 * _masked_sqdist(eng.tensor(self._ref_u / ls_u), cu, ones))[0]   # (n_u, M)
+            kU = _masked_kernel(eng.tensor(self._ref_u / ls_u), cu, ones)[0]   # (n_u, M)
             return alpha * kU.mean(dim=0)
         Us = np.asarray(p.transform_context(U), dtype=np.float64)
-        kU = torch.exp(-0.5 * _masked_sqdist(eng.tensor(Us / ls_u), cu, ones))[0]                 # (P, M)
+        kU = _masked_kernel(eng.tensor(Us / ls_u), cu, ones)[0]                 # (P, M)
         return kU * alpha.unsqueeze(0)
 
     def _players_for(self, names, groups, data_rows: np.ndarray, plan_seed_rng):
@@ -635,7 +654,7 @@ class PrefSHAP:
         if self._p.kind == "upm":
             w = self._signed_weights(space, W)
             for sl, G in eng.gammas(space, masks_full):
-                f = torch.einsum("cut,u->ct", G, w)
+                f = torch.matmul(G, w)                                   # (cb, T)
                 out[sl] = (f[:, a_t] - f[:, b_t]).cpu().numpy()
             return out
         for sl, G in eng.gammas(space, masks_full):
@@ -770,13 +789,13 @@ class PrefSHAP:
         v = np.empty((masks.shape[0], X.shape[0]))
         for sl, G in eng.gammas(space, masks):
             if p.kind == "upm":
-                f = torch.einsum("cut,u->ct", G, self._signed_weights(space, W))
+                f = torch.matmul(G, self._signed_weights(space, W))
                 v[sl] = (f[:, ia_t] - f[:, io_t].mean(dim=1, keepdim=True)).cpu().numpy()
             else:
                 GL, GR = space.split(G)
-                mGL = GL[:, :, io_t].mean(dim=2, keepdim=True)
-                mGR = GR[:, :, io_t].mean(dim=2, keepdim=True)
-                v[sl] = torch.einsum("cmt,m->ct", GL[:, :, ia_t] * mGR - GR[:, :, ia_t] * mGL, W).cpu().numpy()
+                mGL = GL[:, io_t].mean(dim=1, keepdim=True)                # (cb, 1, M)
+                mGR = GR[:, io_t].mean(dim=1, keepdim=True)
+                v[sl] = torch.matmul(GL[:, ia_t] * mGR - GR[:, ia_t] * mGL, W).cpu().numpy()
         phi, base, pred = self._shapley(plan, v, len(pnames), active)
         O_mean = (O_raw.mean(axis=0) if O_raw is not None else None)
         if O_mean is None:
@@ -799,7 +818,7 @@ class PrefSHAP:
         out = np.empty((masks_u.shape[0], Xi.shape[1]))
         for sl, Gu in eng.gammas(space, masks_u, key_space="contexts"):
             (G,) = space.split(Gu)
-            out[sl] = torch.einsum("cmp,mp,m->cp", G[:, :, cols], Xi, alpha).cpu().numpy()
+            out[sl] = torch.matmul(G[:, cols] * Xi.T.unsqueeze(0), alpha).cpu().numpy()
         return out
 
     def _xi(self, eng: _Engine, XL: np.ndarray, XR: np.ndarray) -> torch.Tensor:
@@ -810,7 +829,7 @@ class PrefSHAP:
         R = eng.tensor(np.asarray(p.transform(XR), float) / ls)
         cl, cr = eng.tensor(p.cl / ls), eng.tensor(p.cr / ls)
         ones = torch.ones((1, len(ls)), dtype=eng.dtype, device=eng.device)
-        k = lambda A, C: torch.exp(-0.5 * _masked_sqdist(C, A, ones))[0]    # (M, P)
+        k = lambda A, C: _masked_kernel(C, A, ones)[0]    # (M, P)
         return k(L, cl) * k(R, cr) - k(L, cr) * k(R, cl)
 
     def _require_cgpm(self):
@@ -950,7 +969,7 @@ class PrefSHAP:
         cols = torch.as_tensor(iz, device=eng.device)
         v = np.empty((masks.shape[0], Z.shape[0]))
         for sl, G in eng.gammas(space, masks, key_space="concat"):
-            v[sl] = torch.einsum("cut,u->ct", G, w)[:, cols].cpu().numpy()
+            v[sl] = torch.matmul(G, w)[:, cols].cpu().numpy()
         phi, base, pred = self._shapley(plan, v, len(pnames), active)
         data = np.concatenate([XL, XR], axis=1)
         phi, base, pred = phi * sign[:, None], base * sign, pred * sign
