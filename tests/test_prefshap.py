@@ -525,3 +525,22 @@ def test_bad_inputs_raise(data, gpm):
         explain_duels(gpm, XL[:3], XR[:3], reference_items=items, solver="lu")
     with pytest.raises(NotFittedError, match="Fit"):
         explain_duels(StandInGPM(NAMES, np.ones(4)), XL[:3], XR[:3])
+
+
+def test_plots_render_from_explanation(tmp_path, data, gpm):
+    from explainers import plots
+
+    items, XL, XR, y = data
+    e = explain_duels(gpm, XL[:30], XR[:30], reference_items=items, outcome=y[:30])
+    ax = plots.bar(e)
+    heights = sorted((p.get_width() for p in ax.patches), reverse=True)
+    np.testing.assert_allclose(heights, sorted(e.mean_abs().values(), reverse=True))
+    ax2 = plots.beeswarm(e)
+    assert [t.get_text() for t in ax2.get_yticklabels()][::-1] == list(e.mean_abs())
+    xs = np.concatenate([c.get_offsets()[:, 0] for c in ax2.collections])
+    np.testing.assert_allclose(np.sort(xs), np.sort(e.values.ravel()))
+    path = tmp_path / "summary.png"
+    plots.summary(e, path=str(path))
+    assert path.stat().st_size > 5000
+    with pytest.raises(InvalidInputError):
+        plots.bar({"values": [1.0]})
