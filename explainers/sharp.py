@@ -90,6 +90,7 @@ __all__ = [
     "coalition_weights",
     "explain",
     "explain_pairwise",
+    "learner_score_fn",
     "rank_strata",
     "strata_summary",
 ]
@@ -99,6 +100,7 @@ TIES = ("min", "max", "average")
 _METHOD = {"score": "sharp-score", "rank": "sharp-rank", "topk": "sharp-topk"}
 _ALPHA = {"score": 1.0, "rank": -1.0, "topk": 1.0}
 MAX_FEATURES = 20
+MAX_GAME_VALUES = 1 << 26          # items x 2^d coalition values held at once (512 MiB of float64)
 DEFAULT_MAX_ROWS = 1 << 16
 
 
@@ -500,6 +502,9 @@ class SharpExplainer:
         """
         B, d = v.shape
         full = (1 << d) - 1
+        if B * (1 << d) > MAX_GAME_VALUES:
+            raise BudgetError(f"{B} items x 2^{d} coalition values exceed the budget of {MAX_GAME_VALUES} "
+                              f"game values per call; explain at most {max(1, MAX_GAME_VALUES >> d)} items per call.")
         Q = np.zeros((B, 1 << d))
         s_excl = s_v if excl is not None else None
         Q[:, 0] = self._qoi(s_v, s_excl, qoi, k)
@@ -792,6 +797,55 @@ class SharpExplainer:
 
 
 # --------------------------------------------------------------------------- functions
+def learner_score_fn(learner: Any, baseline: Any = None) -> Callable[[np.ndarray], np.ndarray]:
+    """A scoring callable for :class:`SharpExplainer` from a prefstream preference learner.
+
+    In order of preference: the learner's vectorised ``score(X)`` (capacity models: the overall
+    value F(x)); else its batch margin against a fixed ``baseline`` item, ``margins(X, B)`` or
+    ``margin(X, B)`` (``g(x, b) = u(x) − u(b)`` for a utility model, which ranks exactly like
+    ``u``); else ``margin_one`` row by row (slow: a Python call per hybrid).
+
+    A ranking needs a transitive model. For non-transitive models (e.g. GPM) the margin against a
+    baseline is *a* score, but the ranking it induces depends on the baseline; use the pairwise
+    explainers of those models instead.
+
+    Parameters
+    ----------
+    learner : object
+        With ``score`` or ``margins``/``margin`` or ``margin_one`` and ``feature_names``.
+    baseline : array-like of shape (d,), optional
+        The fixed right-hand item of the margin (default: zeros).
+
+    Returns
+    -------
+    callable
+        ``f(X (N, d)) -> (N,)`` float64 scores.
+
+    Raises
+    ------
+    InvalidInputError
+        If the learner offers none of these methods.
+    """
+    score = getattr(learner, "score", None)
+    if callable(score):
+        return lambda X: np.asarray(score(np.ascontiguousarray(X)), dtype=np.float64).reshape(-1)
+    names = list(getattr(learner, "feature_names", []) or [])
+    d = len(names) if baseline is None else np.size(baseline)
+    b = np.zeros(d) if baseline is None else np.asarray(baseline, dtype=np.float64).reshape(-1)
+    for meth in ("margins", "margin"):
+        f = getattr(learner, meth, None)
+        if callable(f):
+            return lambda X, f=f: np.asarray(
+                f(np.ascontiguousarray(X), np.repeat(b[None, :], np.shape(X)[0], axis=0)), dtype=np.float64).reshape(-1)
+    one = getattr(learner, "margin_one", None)
+    if callable(one) and names:
+        right = dict(zip(names, b.tolist()))
+        return lambda X: np.array([one(dict(zip(names, row)), right) for row in np.asarray(X, dtype=np.float64).tolist()],
+                                  dtype=np.float64)
+    raise InvalidInputError(f"{type(learner).__name__} has no score(X), margins/margin(XL, XR) or margin_one with "
+                            "feature_names; pass a scoring callable X -> scores instead.")
+
+
 def explain(score_fn: Callable, X: Any, items: Any, qoi: str = "rank", *, feature_names: Sequence[str] | None = None,
             item_ids: Sequence[Any] | None = None, ties: str = "min", max_rows: int = DEFAULT_MAX_ROWS,
             model_name: str = "", model_version: int = 0, **kwargs: Any) -> Explanation:

@@ -18,6 +18,7 @@ from explainers.sharp import (
     coalition_weights,
     explain,
     explain_pairwise,
+    learner_score_fn,
     rank_strata,
     strata_summary,
 )
@@ -414,3 +415,39 @@ def test_bad_input_raises_clear_errors():
         ex.explain([0], "rank", reference=[0])
     with pytest.raises(InvalidParameterError, match="ties"):
         SharpExplainer(f, FIG1_X, ties="dense")
+    wide = SharpExplainer(lambda A: A.sum(1), np.random.default_rng(0).random((80, 20)))
+    with pytest.raises(BudgetError, match="items per call"):
+        wide.explain(np.arange(80), "score")
+
+
+# --------------------------------------------------------------------------- learners
+class _ScoreModel:
+    feature_names = ["a", "b", "c"]
+
+    def score(self, X):
+        return np.asarray(X) @ np.array([1.0, 2.0, -1.0])
+
+
+class _MarginModel:
+    feature_names = ["a", "b", "c"]
+
+    def margins(self, XL, XR):
+        return (np.asarray(XL) - np.asarray(XR)) @ np.array([1.0, 2.0, -1.0])
+
+
+class _MarginOneModel:
+    feature_names = ["a", "b", "c"]
+
+    def margin_one(self, xl, xr, context=None):
+        w = {"a": 1.0, "b": 2.0, "c": -1.0}
+        return sum(w[k] * (xl[k] - xr[k]) for k in w)
+
+
+def test_learner_score_fn_ranks_like_the_utility():
+    X = small_catalog(n=25, d=3, seed=13, ties=False)
+    direct = SharpExplainer(lin([1.0, 2.0, -1.0]), X).explain(np.arange(25), "rank")
+    for model, base in ((_ScoreModel(), None), (_MarginModel(), [0.3, 0.1, 0.2]), (_MarginOneModel(), None)):
+        e = SharpExplainer(learner_score_fn(model, base), X).explain(np.arange(25), "rank")
+        np.testing.assert_allclose(e.values, direct.values, atol=1e-9)
+    with pytest.raises(InvalidInputError, match="scoring callable"):
+        learner_score_fn(object())
