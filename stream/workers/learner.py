@@ -457,6 +457,11 @@ def attach_learner(app, core: LearnerCore) -> None:
 
     @app.on_partitions_revoked.connect
     async def _revoked(sender, revoked, **kwargs):  # noqa: ARG001
+        # Let snapshots already built land *before* the partitions move: a snapshot delivered
+        # after the new owner's first one would roll its state back behind its committed offset.
+        pending = [t for t in ctl.get("tasks", ()) if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=30)
         for src in list(core.sources):
             core.drop_source(src)
         ctl["snapshots"] = None
@@ -483,7 +488,8 @@ def attach_learner(app, core: LearnerCore) -> None:
             snaps = {k.decode(): v for k, v in ctl["snapshots"].items() if v is not None}
             return core.new_source(tp.topic, tp.partition, snaps, generation)
 
-    async def publish(st):
+    def publish(st) -> None:
+        """Encode now (a consistent state), deliver and acknowledge in the background."""
         if not core.snapshot_due(st):
             return
         try:
@@ -493,6 +499,11 @@ def attach_learner(app, core: LearnerCore) -> None:
             st.force = False
             st.last_snapshot = core.clock()
             return
+        task = asyncio.ensure_future(deliver(st, records, acks, versions))
+        ctl.setdefault("tasks", set()).add(task)
+        task.add_done_callback(ctl["tasks"].discard)
+
+    async def deliver(st, records, acks, versions) -> None:
         ok = False
         try:
             futs = [await topics["models"].send(key=k, value=v) for k, v in records]
@@ -508,6 +519,17 @@ def attach_learner(app, core: LearnerCore) -> None:
             for tok in acks:
                 tok.ack()
 
+    @app.on_before_shutdown.connect
+    async def _final_snapshots(sender, **kwargs):  # noqa: ARG001
+        """On SIGTERM: publish what was learned since the last snapshot (a restart then skips it)."""
+        for st in list(core.sources.values()):
+            if st.since_snapshot > 0:
+                st.force = True
+                publish(st)
+        pending = [t for t in ctl.get("tasks", ()) if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=30)
+
     @app.agent(inputs, name="prefstream-learner")
     async def learn(stream):
         await items_follower.caught_up.wait()
@@ -521,13 +543,12 @@ def attach_learner(app, core: LearnerCore) -> None:
             for dl in dls:
                 await topics["dead_letters"].send(key=msg.key, value=json.dumps(dl).encode())
             if core.snapshot_due(st):
-                await publish(st)
+                publish(st)
 
     @app.timer(0.25)
     async def tick():
         for st in list(core.sources.values()):
-            if core.snapshot_due(st):
-                await publish(st)
+            publish(st)
 
     @app.timer(1.0)
     async def gauges():
