@@ -55,7 +55,7 @@ def small_catalog(n=30, d=4, seed=0, ties=True):
 
 
 # --------------------------------------------------------------------------- brute-force oracle
-def brute_force(f, X, j, qoi, ties="min", k=None, exclude=True, c=None):
+def brute_force(f, X, j, qoi, ties="min", k=None, exclude=True, c=None, ref=None):
     """Eq. 3/4/6 literally: every S, every reference row, D' = D \\ {v} ∪ {x}, ranks by counting."""
     n, d = X.shape
     c = d - 1 if c is None else c
@@ -71,9 +71,11 @@ def brute_force(f, X, j, qoi, ties="min", k=None, exclude=True, c=None):
         r = {"min": 1 + gt, "max": 1 + ge, "average": 1 + (gt + ge) / 2}[ties]
         return {"score": s, "rank": r, "topk": float(r <= (k or 0))}[qoi]
 
+    refs = others if ref is None else [i for i in ref if (i != j or not exclude)]
+
     def Q(S):
         vals = []
-        for u in X[others]:
+        for u in X[refs]:
             x = v.copy()
             x[list(S)] = u[list(S)]
             vals.append(q(x))
@@ -97,6 +99,18 @@ def test_matches_brute_force_definition(qoi, ties, k):
     e = ex.explain([0, 2, 5, 9], qoi, k=k)
     for row, j in enumerate([0, 2, 5, 9]):
         np.testing.assert_allclose(e.values[row], brute_force(f, X, j, qoi, ties, k), atol=1e-12)
+
+
+def test_matches_brute_force_reference_subset():
+    """D' a subset of D (Algorithm 1's reference set): v is dropped from D' only if it is in it."""
+    X = small_catalog(n=15, d=3, seed=6)
+    ref = [0, 2, 3, 7, 11, 14]
+    for ties in ("min", "max"):
+        f = lin([0.2, 0.5, 0.3])
+        e = SharpExplainer(f, X, ties=ties).explain([2, 5], "rank", reference=ref)
+        for row, j in enumerate([2, 5]):
+            np.testing.assert_allclose(e.values[row], brute_force(f, X, j, "rank", ties, ref=ref), atol=1e-12)
+        assert e.additivity_error().max() < 1e-9
 
 
 def test_matches_brute_force_nonlinear_and_truncated():
