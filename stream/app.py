@@ -227,6 +227,8 @@ class TopicFollower:
     ----------
     caught_up : asyncio.Event
         Set once the follower reached the end offsets it saw at start.
+    start_ends : dict of int to int
+        Those end offsets per partition (records at or above them arrived while running).
     """
 
     def __init__(self, settings, topic: str, on_message: Callable, name: str = "") -> None:
@@ -235,6 +237,7 @@ class TopicFollower:
         self.on_message = on_message
         self.name = name or topic
         self.caught_up = asyncio.Event()
+        self.start_ends: dict[int, int] = {}
         self._stopping = False
 
     async def run(self) -> None:
@@ -251,6 +254,8 @@ class TopicFollower:
                 consumer.assign(tps)
                 await consumer.seek_to_beginning(*tps)
                 ends = await consumer.end_offsets(tps)
+                if not self.start_ends:  # records below these were there when the worker started
+                    self.start_ends = {tp.partition: int(off) for tp, off in ends.items()}
                 while not self._stopping:
                     if not self.caught_up.is_set():
                         if all([await consumer.position(tp) >= ends[tp] for tp in tps]):

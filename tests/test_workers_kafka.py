@@ -443,10 +443,26 @@ def test_click_sessions_expand_to_clicked_over_unclicked_pairs_through_the_broke
                                           "shown": [{"id": i} for i in shown], "clicked": clicked}).encode()))
         expected_ids += [f"{sid}:{a}>{b}" for a in clicked for b in shown if b not in clicked]
     assert expected_ids, "the sample must produce pairs"
-    stack.start("learn")
+    # snapshots only at shutdown: this also checks that SIGTERM publishes final snapshots
+    port = free_port()
+    w = stack.start("learn", "--metrics-port", str(port), PREFSTREAM_SNAPSHOT_EVERY_SECONDS="3600",
+                    PREFSTREAM_SNAPSHOT_EVERY_EVENTS="1000000")
     stack.send("clicks", sessions)
-    stack.wait(lambda: stack.totals(topic_key="clicks")[0] >= len(expected_ids) or None, 90, "click pairs learned")
-    time.sleep(1.0)
+
+    def learned():
+        try:
+            return metric_value(scrape(port), "prefstream_events_learned_total", model="linear-bt")
+        except OSError:
+            return 0
+
+    stack.wait(lambda: learned() >= len(expected_ids) or None, 90, "click pairs learned")
+    assert stack.totals(topic_key="clicks")[0] == 0
+    # a bad item record arriving while the worker runs is dead-lettered (once)
+    stack.send("items", [("i-bad", b'{"schema_version": 1, "item_id": "i-bad", "features": {"a": "x"}}')])
+    dls = stack.wait(lambda: [json.loads(v) for _, v in stack.read("dead_letters")] or None, 30, "item dead letter")
+    assert [(r["reason"], r["source_topic"]) for r in dls] == [("wrong_type", stack.topics["items"])]
+    w.send_signal(signal.SIGTERM)
+    w.wait(30)
     n, d = stack.totals(topic_key="clicks")
     assert n == len(expected_ids)
     assert d == expected_digest(expected_ids)

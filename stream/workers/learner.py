@@ -153,6 +153,8 @@ class LearnerCore:
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
         self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
         self._m_consumed: dict[str, Any] = {}
+        #: per item-topic partition, the end offset when the worker started: bad item records
+        #: below it are counted but not dead-lettered again (an earlier run did that)
         self.items_live_from: dict[int, int] = {}
 
     # ------------------------------------------------------------------ sources
@@ -451,6 +453,8 @@ def attach_learner(app, core: LearnerCore) -> None:
     items_follower = TopicFollower(settings, settings.topic_items, lambda *a: _on_item(*a), name="items")
 
     def _on_item(key, value, partition, offset):
+        # bad records already in the topic at start were dead-lettered by an earlier run
+        core.items_live_from = items_follower.start_ends
         dl = core.on_item(key, value, partition, offset)
         if dl is not None:
             asyncio.ensure_future(topics["dead_letters"].send(key=key, value=json.dumps(dl).encode()))
