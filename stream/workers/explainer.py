@@ -183,7 +183,7 @@ class ExplainerCore:
 
     # ------------------------------------------------------------------ explaining
     def plan(self, job: ExplainJob) -> list[tuple[str, str, Any, int, Any]]:
-        """``(model, method, learner, version, fn)`` for every explanation of ``job`` now possible."""
+        """``(model, method, learner, version, fn, seed)`` for every explanation of ``job`` now possible."""
         out = []
         names = job.models if job.models is not None else sorted(self.parts)
         if not names:
@@ -201,15 +201,17 @@ class ExplainerCore:
                 if fn is None:
                     self.metrics.explanations_skipped.labels(reason="unknown_method").inc()
                     continue
-                out.append((name, method, hit[0], hit[1], fn))
+                # the seed is drawn here, in the event-loop thread: numpy Generators are not thread-safe
+                out.append((name, method, hit[0], hit[1], fn, int(self.rng.integers(2**63))))
         return out
 
     def explain(self, job: ExplainJob, plan) -> list[dict]:
         """Run the planned explainers (thread-safe: snapshots are never mutated); return records."""
         records = []
-        for name, method, learner, version, fn in plan:
-            ctx = registry.ExplainContext(model_name=name, model_version=version, background=list(self.background),
-                                          catalog=self.catalog, rng=np.random.default_rng(self.rng.integers(2**63)),
+        background = list(self.background)
+        for name, method, learner, version, fn, seed in plan:
+            ctx = registry.ExplainContext(model_name=name, model_version=version, background=background,
+                                          catalog=self.catalog, rng=np.random.default_rng(seed),
                                           params=dict(job.params or {}))
             t0 = time.perf_counter()
             try:
