@@ -469,36 +469,81 @@ class SharpExplainer:
             return r
         return (r <= k).astype(np.float64)
 
-    def _ref_outcomes(self, ref: np.ndarray, s_excl: np.ndarray | None, B: int, qoi: str,
-                      k: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """QoI and rank of the reference rows themselves (coalition A), shape (B, |ref|) each.
-
-        Counts against the catalog are computed once for the reference (|ref| needles); removing
-        each explained item only subtracts one comparison per (item, reference row).
-        """
+    def _ref_base(self, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Scores, ``#{catalog > s}`` and ``#{catalog ≥ s}`` of the reference rows (no item removed)."""
         s_ref = self.scores[ref]
-        gt = (self.n - self._counter.count_le(s_ref))[None, :]
-        ge = (self.n - self._counter.count_lt(s_ref))[None, :]
+        return s_ref, self.n - self._counter.count_le(s_ref), self.n - self._counter.count_lt(s_ref)
+
+    def _rank_from(self, gt: Any, ge: Any) -> Any:
+        if self.ties == "min":
+            return 1.0 + gt
+        if self.ties == "max":
+            return 1.0 + ge
+        return 1.0 + (gt + ge) / 2.0
+
+    def _ref_rows_qoi(self, s_ref: np.ndarray, gt: np.ndarray, ge: np.ndarray, s_excl: np.ndarray | None,
+                      qoi: str, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """QoI and rank of given reference rows (arrays broadcastable to (B, m)), ``v`` removed."""
         if s_excl is not None:
-            gt = gt - (s_excl[:, None] > s_ref[None, :])
-            ge = ge - (s_excl[:, None] >= s_ref[None, :])
-        r = {"min": lambda: 1.0 + gt, "max": lambda: 1.0 + ge, "average": lambda: 1.0 + (gt + ge) / 2.0}[self.ties]()
-        r = np.broadcast_to(r, (B, ref.size))
+            ex = s_excl.reshape((-1,) + (1,) * (np.ndim(s_ref) - 1 if np.ndim(s_ref) > 1 else 1))
+            gt = gt - (ex > s_ref)
+            ge = ge - (ex >= s_ref)
+        r = self._rank_from(gt, ge)
         if qoi == "score":
-            q = np.broadcast_to(s_ref, (B, ref.size))
-        elif qoi == "rank":
-            q = r
+            return np.broadcast_to(s_ref, np.shape(r)), r
+        return (r if qoi == "rank" else (r <= k).astype(np.float64)), r
+
+    def _ref_means(self, ref: np.ndarray, s_v: np.ndarray, exclude: bool, present: np.ndarray, pos: np.ndarray,
+                   qoi: str, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Exact mean QoI and mean rank over ``D' ∖ {v}`` for every explained item, shape (B,) each.
+
+        Uses sums instead of a (B, |D'|) table: removing ``v`` from the catalog moves every reference
+        row below it up by one place (``min``; ``≤`` for ``max``), counted by a binary search of
+        ``f(v)`` in the sorted reference scores; top-k only needs the rows ranked just behind k.
+        """
+        s_ref, gt, ge = self._ref_base(ref)
+        r0 = self._rank_from(gt, ge)
+        B = s_v.size
+        n_eff = ref.size - present
+        if exclude:
+            srt = np.sort(s_ref)
+            below = np.searchsorted(srt, s_v, side="left").astype(np.float64)     # #{u: f(u) < f(v)}
+            below_eq = np.searchsorted(srt, s_v, side="right").astype(np.float64)  # #{u: f(u) <= f(v)}
+            shift = {"min": below, "max": below_eq, "average": (below + below_eq) / 2.0}[self.ties]
         else:
-            q = (r <= k).astype(np.float64)
-        return q, r
+            shift = np.zeros(B)
+        # rank of v itself as a reference row (only subtracted when v is in D' and removed from it)
+        r_self = self._rank_from(gt[np.minimum(pos, ref.size - 1)], ge[np.minimum(pos, ref.size - 1)]) \
+            - {"min": 0.0, "max": 1.0, "average": 0.5}[self.ties]
+        self_on = present.astype(np.float64)
+        sum_r = r0.sum() - shift - self_on * r_self
+        mean_rank = sum_r / n_eff
+        if qoi == "rank":
+            return mean_rank, mean_rank
+        if qoi == "score":
+            return (s_ref.sum() - self_on * s_v) / n_eff, mean_rank
+        # top-k: rows with r0 <= k stay in; rows with k < r0 <= k + 1 get in when v's removal lifts them
+        q0 = (r0 <= k)
+        cnt = np.full(B, float(q0.sum()))
+        if exclude:
+            cand = np.flatnonzero((r0 > k) & (r0 <= k + 1))
+            if cand.size:
+                q_c, _ = self._ref_rows_qoi(s_ref[cand][None, :], gt[cand][None, :], ge[cand][None, :], s_v, qoi, k)
+                cnt += q_c.sum(axis=1)
+        q_self, _ = self._ref_rows_qoi(s_v[:, None], gt[np.minimum(pos, ref.size - 1)][:, None],
+                                       ge[np.minimum(pos, ref.size - 1)][:, None], s_v if exclude else None, qoi, k)
+        cnt -= self_on * q_self[:, 0]
+        return cnt / n_eff, mean_rank
 
     # ------------------------------------------------------------------ core
     def _games(self, v: np.ndarray, s_v: np.ndarray, excl: np.ndarray | None, ref_rows: np.ndarray,
-               ref_w: np.ndarray, q_ref: np.ndarray, masks: np.ndarray, qoi: str, k: int | None) -> np.ndarray:
+               inv_k: np.ndarray, zero_col: np.ndarray, q_full: np.ndarray, masks: np.ndarray, qoi: str,
+               k: int | None) -> np.ndarray:
         """Q(S) for all coalition masks; shape (B, 2^d) (columns not in ``masks`` stay 0).
 
-        ``v`` (B, d); ``ref_rows`` (m, d) shared or (B, m, d); ``ref_w`` (B, m) weights summing to 1;
-        ``q_ref`` (B, m) QoI of the reference rows themselves (for S = A).
+        ``v`` (B, d); ``ref_rows`` (m, d) shared or (B, m, d). Item ``b`` averages its reference rows
+        with equal weight ``inv_k[b]``, leaving out row ``zero_col[b]`` (``m`` = none: the explained
+        item's own row when it is removed from the reference). ``q_full`` (B,) is ``Q(A)``.
         """
         B, d = v.shape
         full = (1 << d) - 1
@@ -508,22 +553,13 @@ class SharpExplainer:
         Q = np.zeros((B, 1 << d))
         s_excl = s_v if excl is not None else None
         Q[:, 0] = self._qoi(s_v, s_excl, qoi, k)
-        Q[:, full] = (q_ref * ref_w).sum(axis=1)
+        Q[:, full] = q_full
         mid = masks[(masks != 0) & (masks != full)]
         if mid.size == 0:
             return Q
         shared = ref_rows.ndim == 2
         m = ref_rows.shape[-2]
-        # weights equal to 1/k except at most one zero per item (exact reference minus v)?
-        uniform, zero_col = None, None
-        nz = ref_w > 0
-        k_nz = nz.sum(axis=1)
-        if np.all(k_nz >= m - 1) and np.allclose(ref_w[nz], np.repeat(1.0 / k_nz, k_nz), rtol=0, atol=0):
-            uniform = 1.0 / k_nz
-            if np.any(k_nz == m - 1):
-                zero_col = np.where(k_nz == m - 1, np.argmin(nz, axis=1), m)   # m = "none" sentinel
-                if np.any(zero_col == m):
-                    uniform, zero_col = None, None                               # mixed: use einsum
+        drop = zero_col < m
         per_item = mid.size * m
         if per_item <= self.max_rows:
             blocks = [(b, min(B, b + max(1, self.max_rows // per_item)), 0, mid.size)
@@ -549,26 +585,25 @@ class SharpExplainer:
                 for a, z, on in runs[(c0, c1)][j]:
                     Hj[:, a:z, :] = Rj if on else vj
             s = _call_scores(self.score_fn, H.reshape(d, -1).T).reshape(b1 - b0, c1 - c0, m)
-            w = ref_w[b0:b1]
-            if qoi == "rank" and self.ties != "average":
+            rank_counts = qoi == "rank" and self.ties != "average"
+            if rank_counts:
                 # rank = 1 + n - #{catalog <= s} (min) or 1 + n - #{catalog < s} (max), minus the removed
-                # item's own count; averaged without materialising float ranks
-                cnt = self._counter.count_le(s) if self.ties == "min" else self._counter.count_lt(s)
+                # item's own count; averaged as integer sums, no float ranks materialised
+                q = self._counter.count_le(s) if self.ties == "min" else self._counter.count_lt(s)
                 if s_excl is not None:
                     ex = s_excl[b0:b1, None, None]
-                    cnt += (ex > s) if self.ties == "min" else (ex >= s)
-                if uniform is not None:          # equal weights except zeros: an integer row sum
-                    tot = cnt.sum(axis=-1, dtype=np.int64).astype(np.float64)
-                    if zero_col is not None:
-                        zc = zero_col[b0:b1]
-                        tot -= np.take_along_axis(cnt, np.broadcast_to(zc[:, None, None], (b1 - b0, c1 - c0, 1)),
-                                                  axis=2)[..., 0]
-                    Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) - tot * uniform[b0:b1, None]
-                else:
-                    Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) * w.sum(axis=1)[:, None] - np.einsum("bcm,bm->bc", cnt, w)
+                    q += (ex > s) if self.ties == "min" else (ex >= s)
+                tot = q.sum(axis=-1, dtype=np.int64).astype(np.float64)
             else:
                 q = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
-                Q[b0:b1, mid[c0:c1]] = np.einsum("bcm,bm->bc", q, w)
+                tot = q.sum(axis=-1)
+            dr = drop[b0:b1]
+            if dr.any():                         # take out the explained item's own reference row
+                zc = np.where(dr, zero_col[b0:b1], 0)
+                own = np.take_along_axis(q, np.broadcast_to(zc[:, None, None], (b1 - b0, c1 - c0, 1)), axis=2)[..., 0]
+                tot -= own * dr[:, None]
+            mean = tot * inv_k[b0:b1, None]
+            Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) - mean if rank_counts else mean
         return Q
 
     def _check_common(self, owner: str, qoi: str, k: Any, max_coalition_size: Any) -> tuple[int | None, int]:
@@ -657,31 +692,37 @@ class SharpExplainer:
         B, d, alpha = idx.size, self.d, _ALPHA[qoi]
         s_v = self.scores[idx]
         excl = idx if exclude_item else None
-        # exact reference weights: uniform over D' minus v
-        in_ref = (ref[None, :] == idx[:, None]) if exclude_item else np.zeros((B, ref.size), bool)
-        n_eff = ref.size - in_ref.sum(axis=1)
+        # D' minus v: position of v in the (sorted, unique) reference, if it is there and removed
+        pos = np.minimum(np.searchsorted(ref, idx), ref.size - 1)
+        present = (ref[pos] == idx) if exclude_item else np.zeros(B, bool)
+        n_eff = ref.size - present.astype(np.int64)
         if np.any(n_eff == 0):
             raise InvalidInputError("The reference set holds only the explained item; with exclude_item=True "
                                     "it must contain at least one other item.")
-        w_exact = np.where(in_ref, 0.0, 1.0 / n_eff[:, None])
-        q_ref_all, r_ref_all = self._ref_outcomes(ref, None if excl is None else s_v, B, qoi, k)
-        mean_q = (q_ref_all * w_exact).sum(axis=1)
+        mean_q, mean_rank = self._ref_means(ref, s_v, bool(exclude_item), present, pos, qoi, k)
         exact_sample = sample_size is None or (not replace and sample_size >= n_eff.min())
         if exact_sample:
-            ref_rows, ref_w, q_ref = self.X[ref], w_exact, q_ref_all
+            ref_rows = self.X[ref]
+            inv_k = 1.0 / n_eff
+            zero_col = np.where(present, pos, ref.size)            # ref.size = "no column to drop"
+            q_full = mean_q
             m_used = n_eff
         else:
             rng = np.random.default_rng(seed)
             m = int(sample_size)
             pick = np.empty((B, m), dtype=np.int64)
             for b in range(B):
-                pick[b] = rng.choice(np.flatnonzero(~in_ref[b]), size=m, replace=bool(replace))
+                cand = np.arange(ref.size) if not present[b] else np.delete(np.arange(ref.size), pos[b])
+                pick[b] = rng.choice(cand, size=m, replace=bool(replace))
             ref_rows = self.X[ref[pick]]
-            ref_w = np.full((B, m), 1.0 / m)
-            q_ref = np.take_along_axis(q_ref_all, pick, axis=1)
+            s_ref, gt, ge = self._ref_base(ref)
+            q_pick, _ = self._ref_rows_qoi(s_ref[pick], gt[pick], ge[pick], None if excl is None else s_v, qoi, k)
+            q_full = q_pick.mean(axis=1)
+            inv_k = np.full(B, 1.0 / m)
+            zero_col = np.full(B, m)
             m_used = np.full(B, m)
         masks = _coalition_masks(d, c)
-        Q = self._games(self.X[idx], s_v, excl, ref_rows, ref_w, q_ref, masks, qoi, k)
+        Q = self._games(self.X[idx], s_v, excl, ref_rows, inv_k, zero_col, q_full, masks, qoi, k)
         full = (1 << d) - 1
         sample_base = Q[:, full].copy()
         if anchor:
@@ -695,7 +736,7 @@ class SharpExplainer:
             "item_index": idx.copy(), "rank": self.ranks[idx].copy(),
             "qoi_value": q_v.copy(), "mean_qoi": mean_q.copy(), "sample_base_value": alpha * sample_base,
         }
-        extra["mean_rank"] = (r_ref_all * w_exact).sum(axis=1)
+        extra["mean_rank"] = mean_rank
         return Explanation(values=phi, base_values=alpha * mean_q, prediction=alpha * q_v,
                            feature_names=self.feature_names, method=_METHOD[qoi], model_name=self.model_name,
                            model_version=self.model_version, data=self.X[idx].copy(),
@@ -762,7 +803,8 @@ class SharpExplainer:
         excl = vi if exclude_item else None
         q_u = self._qoi(s_u[:, None], None if excl is None else s_v, qoi, k)      # (B, 1)
         masks = _coalition_masks(d, c)
-        Q = self._games(self.X[vi], s_v, excl, self.X[ui][:, None, :], np.ones((B, 1)), q_u, masks, qoi, k)
+        Q = self._games(self.X[vi], s_v, excl, self.X[ui][:, None, :], np.ones(B), np.full(B, 1), q_u[:, 0],
+                        masks, qoi, k)
         phi = alpha * Q @ self._weights(c).T
         q_v, q_o = Q[:, 0], q_u[:, 0]
         base = alpha * q_o
