@@ -465,3 +465,32 @@ def test_learner_score_fn_ranks_like_the_utility():
         np.testing.assert_allclose(e.values, direct.values, atol=1e-9)
     with pytest.raises(InvalidInputError, match="scoring callable"):
         learner_score_fn(object())
+
+
+@pytest.mark.parametrize("ties", ["min", "max", "average"])
+@pytest.mark.parametrize("exclude", [True, False])
+def test_reference_means_match_explicit_tables(ties, exclude):
+    """base_values / mean_rank come from sums and binary searches; check them against the explicit
+    mean over D' minus v of each reference row's outcome in D minus v (Eqs 2-4 at S = A)."""
+    X = small_catalog(n=16, d=3, seed=21)
+    f = lin([0.5, 0.3, 0.2])
+    s = f(X)
+    ex = SharpExplainer(f, X, ties=ties)
+    for ref in (None, [0, 2, 5, 6, 9, 13, 15]):
+        R = list(range(16)) if ref is None else ref
+        for qoi, k in (("rank", None), ("score", None), ("topk", 4), ("topk", 7)):
+            e = ex.explain(np.arange(16), qoi, k=k, reference=ref, exclude_item=exclude)
+            for j in range(16):
+                cat = [w for w in range(16) if w != j or not exclude]
+                rows = [u for u in R if u != j or not exclude]
+
+                def rank(u):
+                    gt = sum(s[w] > s[u] for w in cat)
+                    ge = sum(s[w] >= s[u] for w in cat)
+                    return {"min": 1 + gt, "max": 1 + ge, "average": 1 + (gt + ge) / 2}[ties]
+
+                ranks = np.array([rank(u) for u in rows], float)
+                q = {"rank": ranks, "score": s[rows], "topk": (ranks <= (k or 0)).astype(float)}[qoi]
+                assert e.extra["mean_qoi"][j] == pytest.approx(q.mean(), abs=1e-12)
+                assert e.extra["mean_rank"][j] == pytest.approx(ranks.mean(), abs=1e-12)
+            assert e.additivity_error().max() < 1e-9
