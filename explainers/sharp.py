@@ -281,7 +281,7 @@ class _RankCounter:
     is a monotone arithmetic function of it, so every catalog value in a lower bucket is smaller
     and every value in a higher bucket is larger; only the (at most one) value in the needle's own
     bucket is compared explicitly: one table lookup and one comparison per needle. ``G`` doubles
-    (up to ``min(2^15, 32·#distinct)``, small enough to stay in cache) until at most 1 % of the
+    (up to ``min(2^15, 64·#distinct)``, small enough to stay in cache) until at most 1 % of the
     distinct values share a bucket; needles that land in a bucket holding several distinct values
     or a tied value (multiplicity > 1) are resolved with :func:`numpy.searchsorted`. The result is
     always identical to ``np.searchsorted(sorted_scores, s, side="right"/"left")`` (tested).
@@ -293,7 +293,7 @@ class _RankCounter:
         u, cnt = np.unique(sorted_scores, return_counts=True)
         if u.size < 32 or sorted_scores.size >= 2**31 - 1:   # tiny catalog: a binary search is cheap
             return
-        max_g = min(max_g, 1 << int(np.ceil(np.log2(32 * u.size))))
+        max_g = min(max_g, 1 << int(np.ceil(np.log2(64 * u.size))))
         lo, hi = float(u[0]), float(u[-1])
         G = 1 << int(np.ceil(np.log2(max(16, 4 * u.size))))
         while True:
