@@ -94,12 +94,18 @@ def build_app(settings, role: str, app_id: str | None = None):
     ------
     InvalidParameterError
         For an unknown role.
+
+    Notes
+    -----
+    The consumer-group session timeout is 10 s (``PREFSTREAM_BROKER_SESSION_TIMEOUT_S``), not
+    Faust's 60 s, so that the partitions of a killed worker move to the survivors quickly.
     """
     import faust
 
     if role not in ROLES:
         raise InvalidParameterError(f"The 'role' parameter of build_app must be one of {ROLES}. Got {role!r} instead.")
     gid = app_id or (settings.consumer_group if role == "learner" else f"{settings.consumer_group}-explainer")
+    session_timeout = float(env_int("PREFSTREAM_BROKER_SESSION_TIMEOUT_S", 10))
     datadir = Path(settings.state_dir) / "faust"
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
@@ -115,6 +121,9 @@ def build_app(settings, role: str, app_id: str | None = None):
         topic_disable_leader=False,
         consumer_auto_offset_reset="earliest",
         stream_wait_empty=False,
+        # a SIGKILLed member holds its partitions until its session expires: keep that short
+        broker_session_timeout=session_timeout,
+        broker_heartbeat_interval=max(session_timeout / 5.0, 0.5),
         broker_commit_interval=1.0,
         broker_commit_every=1000,
         producer_max_request_size=int(settings.max_snapshot_bytes) + 65_536,

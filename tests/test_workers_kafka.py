@@ -388,16 +388,21 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_learns_nothing_twice(
     w1.send_signal(signal.SIGKILL)
     w1.wait(10)
     t.join(60)
+    time.sleep(0.5)
     snap_at_kill = stack.totals()[0]
     assert snap_at_kill < N, "the worker finished before the kill; the test would prove nothing"
 
-    stack.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
+    port = free_port()
+    stack.start("learn", "--metrics-port", str(port), PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
     stack.wait(lambda: stack.totals()[0] >= N or None, 120, f"{N} learned events after the restart")
     time.sleep(1.5)  # any double learning would show up as a further snapshot with a larger count
     n, d = stack.totals()
     assert at_kill >= 300
     assert n == N, f"lost or duplicated: {n} learned vs {N} valid events"
     assert d == expected_digest(valid_ids), "learned event-id set differs from the valid event ids"
+    # the restarted worker learned exactly what the snapshots at the kill did not hold
+    relearned = metric_value(scrape(port), "prefstream_events_learned_total", model="linear-bt")
+    assert relearned == N - snap_at_kill
     dls = stack.read("dead_letters")
     assert 20 <= len(dls), "bad messages must be dead-lettered (at least once across the restart)"
 
@@ -466,3 +471,32 @@ def test_click_sessions_expand_to_clicked_over_unclicked_pairs_through_the_broke
     n, d = stack.totals(topic_key="clicks")
     assert n == len(expected_ids)
     assert d == expected_digest(expected_ids)
+
+
+def test_sigkill_one_of_two_workers_the_survivor_takes_over_exactly_once(kafka_bootstrap, kafka_options, tmp_path):
+    """Failover: the survivor's rebalance reloads every source from its snapshot; counts stay exact."""
+    s = Stack(kafka_bootstrap, kafka_options, tmp_path, partitions=4)
+    try:
+        a = s.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
+        s.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
+        s.wait(lambda: all("Ready" in p.read_text() for p in s.logs) or None, 60, "both workers ready")
+        rng = np.random.default_rng(6)
+        events = [pref_event(i, rng) for i in range(2400)]
+
+        def produce():
+            for k in range(0, len(events), 100):
+                s.send("preferences", events[k:k + 100])
+                time.sleep(0.05)
+
+        t = threading.Thread(target=produce)
+        t.start()
+        s.wait(lambda: s.totals()[0] >= 400 or None, 90, "first snapshots")
+        a.send_signal(signal.SIGKILL)
+        a.wait(10)
+        t.join(60)
+        s.wait(lambda: s.totals()[0] >= 2400 or None, 120, "2400 learned events after the failover")
+        time.sleep(1.5)
+        n, d = s.totals()
+        assert n == 2400 and d == expected_digest(e for e, _ in events)
+    finally:
+        s.close()
