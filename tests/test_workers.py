@@ -397,3 +397,15 @@ def test_sampling_rate_falls_with_the_backlog():
         return rates
 
     assert asyncio.run(go()) == [0.5, 0.375, 0.25, 0.125, 0.0]
+
+
+def test_model_version_gauge_is_the_sum_over_sources():
+    s = settings()
+    core = LearnerCore(s)
+    rng = np.random.default_rng(11)
+    for p in (0, 1):
+        st = core.new_source(s.topic_preferences, p, {})
+        for _ in range(p + 1):  # partition 0 publishes once, partition 1 twice
+            core.process(st, st.next_offset, ev(st.next_offset + 10 * p, rng))
+            core.snapshot_done(st, core.build_snapshots(st)[2], True)
+    assert core.metrics.model_version.labels(model="linear-bt")._value.get() == 3

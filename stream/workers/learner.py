@@ -200,7 +200,6 @@ class LearnerCore:
             for h in info.get("window", [])[-self.dedupe_window:] if self.dedupe_window > 0 else []:
                 slot.remember(h, self.dedupe_window)
             st.slots[model] = slot
-            self.metrics.model_version.labels(model=model).set(slot.version)
         start = max((s.next_offset for s in st.slots.values()), default=0)
         for model in fresh:
             st.slots[model] = ModelSlot(learner=self.specs[model].factory(self.settings, self.settings.params_for(model)),
@@ -208,6 +207,7 @@ class LearnerCore:
         st.next_offset = start
         st.published_next = min(s.next_offset for s in st.slots.values())
         self.sources[src] = st
+        self._set_versions()
         log.info("source %s restored: %s", src, {m: (s.version, s.count, s.next_offset) for m, s in st.slots.items()})
         return st
 
@@ -402,9 +402,16 @@ class LearnerCore:
             slot = st.slots.get(name)
             if slot is not None:
                 slot.version = max(slot.version, version)
-                self.metrics.model_version.labels(model=name).set(slot.version)
+        self._set_versions()
         if versions:
             st.published_next = max(st.published_next, min(n for _, n in versions.values()))
+
+    def _set_versions(self) -> None:
+        """``prefstream_model_version{model}`` = Σ of the versions of this worker's sources
+        (the explainer reports the same sum over all sources, i.e. the merged model's version)."""
+        for name in self.models:
+            total = sum(st.slots[name].version for st in self.sources.values() if name in st.slots)
+            self.metrics.model_version.labels(model=name).set(total)
 
     # ------------------------------------------------------------------ items
     def on_item(self, key, value, partition: int, offset: int) -> dict | None:
