@@ -102,7 +102,7 @@ class _PairModel:
                  n_centres: int | None = None, centre_factor: float = 10.0, max_centres: int = 2000,
                  validation_fraction: float = 0.1, selection_max_train: int = 10000, scoring: str = "auc",
                  both_orders: bool = True, dtype: str = "float64", device: str | None = None, seed: int = 0,
-                 max_iter: int = 60, tol: float = 1e-7, newton_final: int = 3, block_size: int | None = None,
+                 max_iter: int = 25, tol: float = 1e-7, newton_final: int = 3, block_size: int | None = None,
                  cache_bytes: int = 512 * 2**20):
         self.feature_names_in = None if feature_names is None else list(feature_names)
         self.loss = loss
