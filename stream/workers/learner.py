@@ -456,7 +456,7 @@ def attach_learner(app, core: LearnerCore) -> None:
     topics = app.prefstream_topics
     inputs = app.topic(settings.topic_preferences, settings.topic_clicks, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw", allow_empty=True)
-    ctl = {"snapshots": None, "lock": asyncio.Lock()}
+    ctl = {"snapshots": None, "lock": asyncio.Lock(), "paused": False, "tasks": set()}
     items_follower = TopicFollower(settings, settings.topic_items, lambda *a: _on_item(*a), name="items")
 
     def _on_item(key, value, partition, offset):
@@ -470,6 +470,9 @@ def attach_learner(app, core: LearnerCore) -> None:
     async def _revoked(sender, revoked, **kwargs):  # noqa: ARG001
         # Let snapshots already built land *before* the partitions move: a snapshot delivered
         # after the new owner's first one would roll its state back behind its committed offset.
+        # Until the new assignment, neither learn nor publish: another worker may already own
+        # these partitions, and buffered messages come back after Faust's seek anyway.
+        ctl["paused"] = True
         pending = [t for t in ctl.get("tasks", ()) if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=30)
@@ -482,6 +485,7 @@ def attach_learner(app, core: LearnerCore) -> None:
         for src in list(core.sources):
             core.drop_source(src)
         ctl["snapshots"] = None
+        ctl["paused"] = False
 
     async def ensure(tp, generation):
         src = source_name(tp.topic, tp.partition)
@@ -501,7 +505,7 @@ def attach_learner(app, core: LearnerCore) -> None:
 
     def publish(st) -> None:
         """Encode now (a consistent state), deliver and acknowledge in the background."""
-        if not core.snapshot_due(st):
+        if ctl["paused"] or not core.snapshot_due(st):
             return
         try:
             records, acks, versions = core.build_snapshots(st)
@@ -511,7 +515,7 @@ def attach_learner(app, core: LearnerCore) -> None:
             st.last_snapshot = core.clock()
             return
         task = asyncio.ensure_future(deliver(st, records, acks, versions))
-        ctl.setdefault("tasks", set()).add(task)
+        ctl["tasks"].add(task)
         task.add_done_callback(ctl["tasks"].discard)
 
     async def deliver(st, records, acks, versions) -> None:
@@ -547,8 +551,8 @@ def attach_learner(app, core: LearnerCore) -> None:
         async for event in stream.noack().events():
             msg = event.message
             gen = getattr(msg, "generation_id", None)
-            if gen is not None and gen != app.consumer_generation_id:
-                continue  # stale: from before a rebalance; will be redelivered
+            if ctl["paused"] or (gen is not None and gen != app.consumer_generation_id):
+                continue  # rebalancing, or stale (from before a rebalance): will be redelivered
             st = await ensure(msg.tp, app.consumer_generation_id)
             dls = core.process(st, msg.offset, msg.value, event)
             for dl in dls:
