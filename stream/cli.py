@@ -253,47 +253,32 @@ def tail_cmd(
 # ------------------------------------------------------------------------------ demo
 @app.command("demo")
 def demo_cmd(
-    dataset: str = typer.Option("train", "--dataset", help="Data set name (see stream.adapters.dataset_names())."),
-    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Directory holding the data set (default $PREFSTREAM_DATA_DIR or ../shared/data)."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Data set name (default: the bundled one)."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Events per second (default: as fast as possible)."),
     max_events: Optional[int] = typer.Option(None, "--max-events", help="Replay only the first N events."),
-    sample_rate: Optional[float] = typer.Option(None, "--sample-rate", help="Fraction of events explained (default: ~300 explanations)."),
-    report_dir: str = typer.Option("reports/demo", "--report-dir", help="Where the HTML report, summary.json and records.jsonl go."),
-    keep_broker: bool = typer.Option(False, "--keep-broker", help="Leave a broker the demo started running."),
+    sample_rate: Optional[float] = typer.Option(None, "--sample-rate", help="Fraction of events explained."),
+    report_dir: Optional[str] = typer.Option(None, "--report-dir", help="Where the report goes."),
+    models: Optional[str] = typer.Option(None, "--models", "-m", help="Comma-separated model names."),
     bootstrap: Optional[str] = BootstrapOpt,
-    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    keep_broker: bool = typer.Option(False, "--keep-broker", help="Leave a broker the demo started running."),
 ):
-    """Run the end-to-end demo: broker, learner + explainer workers, replay of a real data set, summary, HTML report."""
-    from stream.demo import run_demo
-
+    """Run the end-to-end demo (broker, replay of a bundled data set, workers, summary)."""
     try:
-        summary = run_demo(dataset=dataset, data_dir=data_dir, rate=rate, max_events=max_events,
-                           explain_sample_rate=sample_rate, report_dir=report_dir, keep_broker=keep_broker,
-                           bootstrap=bootstrap, progress=progress)
+        from stream import demo
+    except ImportError:
+        typer.echo("prefstream demo is not available yet in this build (stream.demo is missing).", err=True)
+        raise typer.Exit(2) from None
+    kwargs = {"dataset": dataset, "rate": rate, "max_events": max_events, "explain_sample_rate": sample_rate,
+              "report_dir": report_dir, "bootstrap": bootstrap,
+              "models": [m.strip() for m in models.split(",") if m.strip()] if models else None}
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    if keep_broker:
+        kwargs["keep_broker"] = True
+    try:
+        demo.run_demo(**kwargs)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        typer.echo("interrupted; everything the demo started was stopped.", err=True)
-        raise typer.Exit(130) from None
-    raise typer.Exit(0 if summary.get("ok", True) else 1)
-
-
-# ------------------------------------------------------------------------------ report
-@app.command("report")
-def report_cmd(
-    run_dir: str = typer.Option(..., "--run-dir", help="A run folder holding summary.json and records.jsonl."),
-    out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Where to write index.html (default: the run folder)."),
-):
-    """Rebuild the HTML report of a run (demo or `prefstream run`) from its summary.json and records.jsonl."""
-    from stream.demo import rebuild_report
-
-    try:
-        path = rebuild_report(run_dir, out_dir)
-    except PrefstreamError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-    typer.echo(str(path))
 
 
 def main(argv: list[str] | None = None) -> int:

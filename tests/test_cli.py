@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -51,10 +50,25 @@ def test_unknown_model_and_bad_setting_exit_2():
     assert res.exit_code == 2 and "snapshot_every_events" in res.output  # did-you-mean from Settings
 
 
-@pytest.mark.skipif(importlib.util.find_spec("stream.demo") is not None, reason="stream.demo exists")
-def test_demo_placeholder_says_not_available():
+def test_demo_placeholder_says_not_available(monkeypatch):
+    monkeypatch.setitem(sys.modules, "stream.demo", None)  # import of stream.demo fails
     res = runner.invoke(app, ["demo"])
     assert res.exit_code == 2 and "not available yet" in res.output
+
+
+def test_demo_forwards_only_the_given_options(monkeypatch):
+    import types
+
+    import stream
+
+    calls = []
+    fake = types.ModuleType("stream.demo")
+    fake.run_demo = lambda **kw: calls.append(kw) or {"ok": True}
+    monkeypatch.setitem(sys.modules, "stream.demo", fake)
+    monkeypatch.setattr(stream, "demo", fake, raising=False)
+    res = runner.invoke(app, ["demo", "--max-events", "50", "--models", "linear-bt,capacity", "--sample-rate", "0.5"])
+    assert res.exit_code == 0, res.output
+    assert calls == [{"max_events": 50, "models": ["linear-bt", "capacity"], "explain_sample_rate": 0.5}]
 
 
 def test_console_entry_point_runs_as_module():
