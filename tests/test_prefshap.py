@@ -544,3 +544,25 @@ def test_plots_render_from_explanation(tmp_path, data, gpm):
     assert path.stat().st_size > 5000
     with pytest.raises(InvalidInputError):
         plots.bar({"values": [1.0]})
+
+
+def test_real_gpm_cgpm_upm_from_learners():
+    """Integration with learners.gpm (fixed hyper-parameters, tiny fits)."""
+    gpm_mod = pytest.importorskip("learners.gpm")
+    rng = np.random.default_rng(11)
+    A, B = rng.normal(size=(150, 3)), rng.normal(size=(150, 3))
+    U = rng.normal(size=(150, 2))
+    y = np.where(A[:, 0] - B[:, 0] + A[:, 1] * B[:, 2] - A[:, 2] * B[:, 1] > 0, 1, -1)
+    kw = dict(penalty=1e-4, lengthscale_multiplier=1.0, n_centres=40)
+    m = gpm_mod.GPM(["a", "b", "c"], **kw).fit(A, B, y)
+    e = explain_duels(m, A[:10], B[:10], reference_items=np.concatenate([A, B]))
+    np.testing.assert_allclose(e.prediction, m.decision_function(A[:10], B[:10]), rtol=1e-8, atol=1e-10)
+    assert e.additivity_error().max() < 1e-9 and e.model_version == m.model_version
+    c = gpm_mod.CGPM(["a", "b", "c"], ["u0", "u1"], **kw).fit(A, B, y, U)
+    ec = explain_duels(c, A[:5], B[:5], U[:5], reference_items=np.concatenate([A, B]))
+    np.testing.assert_allclose(ec.prediction, c.decision_function(A[:5], B[:5], U[:5]), rtol=1e-8, atol=1e-10)
+    ex = explain_duel_contexts(c, U[:5], A[:5], B[:5], reference_contexts=U)
+    assert ex.additivity_error().max() < 1e-9 and ex.feature_names == ["u0", "u1"]
+    u = gpm_mod.UPM(["a", "b", "c"], **kw).fit(A, B, y)
+    eu = explain_upm_duels(u, A[:5], B[:5], reference_items=np.concatenate([A, B]))
+    np.testing.assert_allclose(eu.prediction, u.utility(A[:5]) - u.utility(B[:5]), rtol=1e-8, atol=1e-10)
