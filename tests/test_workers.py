@@ -409,3 +409,42 @@ def test_model_version_gauge_is_the_sum_over_sources():
             core.process(st, st.next_offset, ev(st.next_offset + 10 * p, rng))
             core.snapshot_done(st, core.build_snapshots(st)[2], True)
     assert core.metrics.model_version.labels(model="linear-bt")._value.get() == 3
+
+
+def test_click_sessions_go_to_session_only_explainers_and_pairs_to_the_others():
+    from explainers._result import Explanation
+
+    seen = []
+
+    def session_fn(learner, examples, ctx):
+        s = ctx.params["session"]
+        seen.append(s)
+        n = len(examples)
+        return Explanation(values=np.zeros((n, 3)), base_values=np.zeros(n), feature_names=list("abc"),
+                           method="distributional-categorical", prediction=np.zeros(n))
+
+    session_fn.session_only = True
+    registry.register_model("sess-bt", lambda s, p: LinearBT(), LinearBT.from_state, replace=True)
+    registry.register_explainer("sess-bt", "linear-shapley", registry.get_explainer("linear-bt", "linear-shapley"),
+                                replace=True)
+    registry.register_explainer("sess-bt", "distributional-categorical", session_fn, replace=True)
+    s = settings(models=["sess-bt"], explain_sample_rate=1.0)
+    lc = LearnerCore(s)
+    st = lc.new_source(s.topic_preferences, 0, {})
+    rng = np.random.default_rng(12)
+    _run(lc, st, [(i, ev(i, rng)) for i in range(5)])
+    ex = ExplainerCore(s)
+    for k, v in published(lc.build_snapshots(st)[0]).items():
+        ex.on_snapshot(k.encode(), v)
+    for j, f in enumerate(({"a": 1.0, "b": 0.0, "c": 0.0}, {"a": 0.0, "b": 1.0, "c": 0.0}, {"a": 0.0, "b": 0.0, "c": 1.0})):
+        ex.catalog.upsert({"item_id": f"i{j}", "features": f})
+    raw = json.dumps({"schema_version": 1, "session_id": "s1", "timestamp": 1, "shown": [{"id": "i0"}, {"id": "i1"},
+                      {"id": "i2"}], "clicked": ["i1"]}).encode()
+    job = ex.on_click(raw)
+    assert [m for _, m, *_ in ex.plan(job)] == ["distributional-categorical"]
+    recs = ex.explain(job, ex.plan(job))
+    assert [r["request_id"] for r in recs] == ["s1:i1>i0", "s1:i1>i2"]
+    assert seen[0]["clicked"] == ["i1"] and [it["id"] for it in seen[0]["shown"]] == ["i0", "i1", "i2"]
+    assert seen[0]["shown"][2]["features"] == {"a": 0.0, "b": 0.0, "c": 1.0}
+    pair_job = ex.on_preference(ev(99, rng))
+    assert [m for _, m, *_ in ex.plan(pair_job)] == ["linear-shapley"]

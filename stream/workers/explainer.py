@@ -6,8 +6,9 @@
   merges them on demand with :func:`stream.registry.merge_learners` (``__iadd__`` or
   count-weighted parameter averaging). The merged model's version is the sum of the source
   versions, so it grows whenever any source publishes.
-* **What is explained.** A fraction ``explain_sample_rate`` of the preference events (its own
-  consumer group ``<consumer_group>-explainer``) and every message of the explain-request
+* **What is explained.** A fraction ``explain_sample_rate`` of the preference events and of the
+  click sessions (its own consumer group ``<consumer_group>-explainer``; sessions go to the
+  explainers marked ``session_only``, pairs to the others) and every message of the explain-request
   topic: ``{"request_id", "model", "method" (optional: all methods), "left", "right",
   "context" (optional), "params" (optional)}`` where ``left``/``right`` are item references
   (``{"features": {...}}`` or ``{"id": ...}``) or bare feature dicts.
@@ -36,7 +37,15 @@ import numpy as np
 
 from learners.exceptions import InvalidInputError, PrefstreamError
 from stream import registry
-from stream.contract import DeadLetter, ItemCatalog, decode_snapshot, explanation_record_ok, parse_item, parse_preference
+from stream.contract import (
+    DeadLetter,
+    ItemCatalog,
+    decode_snapshot,
+    explanation_record_ok,
+    parse_click_session,
+    parse_item,
+    parse_preference,
+)
 from stream.metrics import Metrics, build_metrics
 from stream.workers._snapshot import parse_snapshot_key, split_stream_meta
 
@@ -54,6 +63,7 @@ class ExplainJob:
     methods: list | None = None
     origin: str = "sample"
     params: dict | None = None
+    session: bool = False
 
 
 class ExplainerCore:
@@ -151,6 +161,29 @@ class ExplainerCore:
             return None
         return ExplainJob([ex], origin="sample")
 
+    def on_click(self, value) -> ExplainJob | None:
+        """Parse a click session and maybe sample it for the session-only explainers.
+
+        The job's examples are the session's clicked ≻ shown pairs and ``params["session"]`` is
+        ``{"session_id", "shown": [{"id", "features"}], "clicked": [ids], "context"}`` with
+        features resolved from the item catalog.
+        """
+        try:
+            pairs = parse_click_session(value, self.catalog, max_bytes=self.settings.max_message_bytes)
+            doc = json.loads(value)
+        except (DeadLetter, ValueError, TypeError):
+            return None
+        if not pairs or self.rng.random() >= self.sample_rate():
+            return None
+        feats = {}
+        for ex in pairs:
+            feats[ex.left_id] = ex.left
+            feats[ex.right_id] = ex.right
+        shown = [{"id": it["id"], "features": feats[it["id"]]} for it in doc["shown"] if it["id"] in feats]
+        session = {"session_id": doc["session_id"], "shown": shown, "clicked": list(doc["clicked"]),
+                   "context": pairs[0].context}
+        return ExplainJob(pairs, origin="sample", params={"session": session}, session=True)
+
     def on_request(self, value) -> ExplainJob | None:
         """Parse an explain request; counts ``skipped{reason="invalid_request"}`` if malformed."""
         try:
@@ -194,7 +227,9 @@ class ExplainerCore:
             if hit is None:
                 self.metrics.explanations_skipped.labels(reason="no_model").inc()
                 continue
-            fns = registry.explainers_for(name)
+            # session-only explainers (``fn.session_only``) run on click sessions, the others on pairs
+            fns = {k: f for k, f in registry.explainers_for(name).items()
+                   if bool(getattr(f, "session_only", False)) == job.session}
             methods = job.methods if job.methods is not None else sorted(fns)
             for method in methods:
                 fn = fns.get(method)
@@ -264,6 +299,18 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
         await items_follower.caught_up.wait()
         async for value in stream:
             job = core.on_preference(value)
+            if job is None:
+                continue
+            try:
+                queue().put_nowait(job)
+            except asyncio.QueueFull:
+                core.metrics.explanations_skipped.labels(reason="backlog").inc()
+
+    @app.agent(topics["clicks"], name="prefstream-explain-sessions")
+    async def sessions(stream):
+        await items_follower.caught_up.wait()
+        async for value in stream:
+            job = core.on_click(value)
             if job is None:
                 continue
             try:
