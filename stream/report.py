@@ -1,0 +1,256 @@
+"""HTML report of a prefstream run: progressive metrics and explanation plots as PNG files.
+
+:func:`write_report` takes the run summary (as :mod:`stream.demo` or :mod:`stream.batch` build it)
+and the explanation records emitted during the run, and writes ``index.html`` plus one PNG per
+plot into a folder:
+
+* progressive accuracy and ROC AUC over events, one line per model;
+* Pref-SHAP mean |φ| bars and beeswarm coloured by x_winner − x_loser (paper 000, Figs 2–4);
+* ShaRP waterfall for one item and box plots per 10 % rank stratum (paper 001, Section 7.2);
+* a distributional transition heatmap and importance bars with variance (paper 003);
+* capacity Shapley importances and the interaction heatmap (paper 002 / Grabisch);
+* a mean |φ| bar chart for any other method.
+
+A plot that fails is replaced by a note in the page (and logged); it never aborts the report.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from explainers._result import Explanation
+
+__all__ = ["combine_records", "write_report"]
+
+log = logging.getLogger(__name__)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _scalar(v: Any) -> Any:
+    """A per-record extra that is a one-element list (one instance) becomes its element."""
+    return v[0] if isinstance(v, list) and len(v) == 1 and not isinstance(v[0], (list, dict)) else v
+
+
+def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[Explanation, Explanation]]:
+    """Group explanation records by (method, model): (batch Explanation of the group, its latest record).
+
+    Records of a group must share feature names (the most common set wins; others are dropped).
+    ``extra`` keys present in every record become per-instance lists.
+    """
+    groups: dict[tuple[str, str], list[Mapping]] = defaultdict(list)
+    for r in records:
+        groups[(r["method"], r.get("model_name", ""))].append(r)
+    out = {}
+    for key, recs in groups.items():
+        names = max({tuple(r["feature_names"]) for r in recs}, key=lambda t: sum(tuple(r["feature_names"]) == t for r in recs))
+        recs = [r for r in recs if tuple(r["feature_names"]) == names and r.get("values") is not None]
+        if not recs:
+            continue
+        vals = np.array([[np.nan if v is None else v for v in r["values"]] for r in recs], dtype=float)
+        data = None
+        if all(r.get("data") is not None and len(r["data"]) == len(names) for r in recs):
+            data = np.array([r["data"] for r in recs], dtype=float)
+        pred = [r.get("prediction") for r in recs]
+        common = set.intersection(*(set((r.get("extra") or {}).keys()) for r in recs))
+        extra = {k: [_scalar(r["extra"][k]) for r in recs] for k in common}
+        for k, vs in list(extra.items()):  # a constant scalar stays a scalar (e.g. qoi, normalizer)
+            if all(isinstance(v, (int, float, str, bool)) or v is None for v in vs) and len(set(map(str, vs))) == 1:
+                extra[k] = vs[0]
+        if isinstance(extra.get("n_catalog"), list):  # catalogs grow in a stream: strata by the largest
+            extra["n_catalog"] = max(extra["n_catalog"])
+        out[key] = (Explanation(
+            values=vals, base_values=[r.get("base_value") or 0.0 for r in recs], feature_names=list(names), method=key[0],
+            prediction=None if any(p is None for p in pred) else pred, model_name=key[1],
+            model_version=max(int(r.get("model_version", 0)) for r in recs), data=data,
+            instance_ids=[r.get("request_id", str(i)) for i, r in enumerate(recs)],
+            compute_time=sum(float(r.get("compute_time_s", 0.0)) for r in recs), extra=extra,
+        ), Explanation.from_record(recs[-1]))
+    return out
+
+
+# --------------------------------------------------------------------------- plots
+def _progress_plot(progress: list[Mapping], path: Path) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    by_model: dict[str, list] = defaultdict(list)
+    for p in progress:
+        by_model[p["model"]].append(p)
+    for model, pts in sorted(by_model.items()):
+        ev = [p["events"] for p in pts]
+        for ax, key in zip(axes, ("roc_auc", "accuracy")):
+            ys = [p.get(key) for p in pts]
+            if any(y is not None for y in ys):
+                ax.plot(ev, [np.nan if y is None else y for y in ys], marker=".", label=model)
+    for ax, lab in zip(axes, ("progressive ROC AUC", "progressive accuracy")):
+        ax.set_xlabel("events learned")
+        ax.set_ylabel(lab)
+        ax.axhline(0.5, color="grey", lw=0.6, ls=":")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Progressive validation (predict, then learn)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _mean_abs_bars(expl: Explanation, path: Path) -> None:
+    plt = _plt()
+    ma = expl.mean_abs()
+    names = list(ma)[:20][::-1]
+    fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(names) + 1.3))
+    ax.barh(names, [ma[n] for n in names], color="#4c72b0")
+    ax.set_xlabel("mean |value|")
+    ax.set_title(f"{expl.method} — {expl.n_instances} explanations ({expl.model_name} v{expl.model_version})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _call(module: str, func: str) -> Callable:
+    import importlib
+
+    return getattr(importlib.import_module(module), func)
+
+
+def _fig_saver(fn: Callable, *args, **kwargs) -> Callable[[Path], Any]:
+    """draw(path) for plot functions that return a Figure or an Axes instead of saving."""
+
+    def draw(path: Path):
+        res = fn(*args, **kwargs)
+        fig = getattr(res, "figure", res)
+        if hasattr(fig, "savefig"):
+            fig.savefig(path, dpi=120, bbox_inches="tight")
+        return res
+
+    return draw
+
+
+def _plots_for(expl: Explanation, last: Explanation) -> list[tuple[str, Callable[[Path], Any]]]:
+    """(caption, draw(path)) pairs for one method: ``expl`` is the whole batch, ``last`` its latest record."""
+    m = expl.method
+    plots: list[tuple[str, Callable[[Path], Any]]] = []
+    if m in ("pref-shap", "pref-shap-context", "upm-shap", "concat-shap"):
+        plots.append(("mean |φ| per feature", _fig_saver(_call("explainers.plots", "bar"), expl)))
+        if expl.data is not None:
+            plots.append(("beeswarm of φ coloured by x_winner − x_loser", _fig_saver(_call("explainers.plots", "beeswarm"), expl)))
+    elif m in ("sharp-score", "sharp-rank", "sharp-topk"):
+        plots.append(("waterfall of the latest explained item", lambda p: _call("explainers.sharp_plots", "waterfall")(last, 0, path=p)))
+        if "rank" in expl.extra and "n_catalog" in expl.extra and expl.n_instances >= 3:
+            plots.append(("contributions per 10 % rank stratum", lambda p: _call("explainers.sharp_plots", "strata_boxplot")(expl, path=p)))
+    elif m == "sharp-pairwise":
+        plots.append(("pairwise contributions (latest pair)", lambda p: _call("explainers.sharp_plots", "pairwise_bars")(last, 0, path=p)))
+    elif m.startswith("distributional-"):
+        if "transition" in last.extra:
+            plots.append(("transition heatmap (latest explanation)",
+                          lambda p: _call("explainers.distributional_plots", "plot_transition_heatmap")(last, path=p)))
+        if "variance" in last.extra and "importance" in last.extra:
+            plots.append(("importance with variance (latest explanation)",
+                          lambda p: _call("explainers.distributional_plots", "plot_importance_bars")(last, path=p)))
+    elif m == "capacity-shapley":
+        plots.append(("Shapley importance (latest snapshot)", lambda p: _call("explainers.capacity_plots", "shapley_bars")(last, path=p)))
+    elif m == "capacity-interaction":
+        plots.append(("interaction indices (latest snapshot)", lambda p: _call("explainers.capacity_plots", "interaction_heatmap")(last, path=p)))
+    plots.append(("mean |value| per feature (all explanations)", lambda p: _mean_abs_bars(expl, p)))
+    return plots
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return "nan" if not math.isfinite(v) else f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> Path:
+    """Write ``index.html`` and the PNG plots of a run into ``out_dir``.
+
+    Parameters
+    ----------
+    out_dir : path
+        Created if missing; existing PNGs of the same names are overwritten.
+    summary : mapping
+        The run summary: ``dataset``, counts, ``progress`` (list of ``{"events", "model",
+        "accuracy", "roc_auc"}``), ``models``, ``refits``, ``explanations`` per method.
+    records : iterable of dict
+        Explanation records (``explanation.v1``).
+
+    Returns
+    -------
+    Path
+        The ``index.html`` written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plt = _plt()
+    sections: list[str] = []
+    n_img = 0
+
+    def img(fname: str, caption: str) -> str:
+        return f'<figure><img src="{html.escape(fname)}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>'
+
+    progress = list(summary.get("progress") or [])
+    if progress:
+        _progress_plot(progress, out / "progress.png")
+        sections.append("<h2>Learning</h2>" + img("progress.png", "progressive ROC AUC and accuracy over events"))
+        n_img += 1
+    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_fmt(v)}</td></tr>" for k, v in summary.items()
+                   if not isinstance(v, (list, dict)))
+    groups = combine_records(records)
+    for (method, model), (expl, last) in sorted(groups.items()):
+        figs = []
+        for k, (caption, draw) in enumerate(_plots_for(expl, last)):
+            fname = f"{method}-{model}-{k}.png".replace("/", "_")
+            try:
+                res = draw(out / fname)
+                if not (out / fname).exists() and res is not None and hasattr(res, "savefig"):
+                    res.savefig(out / fname, dpi=120, bbox_inches="tight")
+                if (out / fname).exists():
+                    figs.append(img(fname, caption))
+                    n_img += 1
+            except Exception as exc:  # a broken plot must not lose the report
+                log.warning("plot %s for %s failed: %s", caption, method, exc)
+                figs.append(f"<p class=note>plot “{html.escape(caption)}” unavailable: {html.escape(str(exc))}</p>")
+            finally:
+                plt.close("all")
+        top = ", ".join(expl.top_features(5))
+        lat = expl.compute_time / max(expl.n_instances, 1) * 1e3
+        sections.append(f"<h2>{html.escape(method)} <small>({html.escape(model)}, {expl.n_instances} explanations, "
+                        f"model v{expl.model_version}, {lat:.1f} ms each on average)</small></h2><p>Top features: {html.escape(top)}</p>"
+                        + "".join(figs))
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>prefstream report — {html.escape(str(summary.get('dataset', '')))}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}
+figure{{display:inline-block;margin:.5em;vertical-align:top}} img{{max-width:520px;border:1px solid #ddd}}
+table{{border-collapse:collapse}} th,td{{border:1px solid #ddd;padding:.2em .6em;text-align:left}} .note{{color:#a00}}</style>
+</head><body><h1>prefstream run report</h1>
+<table>{rows}</table>
+{''.join(sections)}
+<script>
+window.addEventListener('load', function () {{
+  var imgs = Array.prototype.slice.call(document.images);
+  var ok = imgs.filter(function (i) {{ return i.complete && i.naturalWidth > 0; }}).length;
+  document.body.setAttribute('data-images-total', imgs.length);
+  document.body.setAttribute('data-images-loaded', ok);
+}});
+</script>
+</body></html>"""
+    path = out / "index.html"
+    path.write_text(page, encoding="utf-8")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    log.info("report: %s (%d images)", path, n_img)
+    return path
