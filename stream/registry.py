@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from learners.exceptions import InvalidInputError, InvalidParameterError
+from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError
 
 __all__ = [
     "ExplainContext",
@@ -282,9 +282,9 @@ def weighted_average_merge(parts: list, loader: Callable[[dict], Any]) -> Any:
 def merge_learners(model_name: str, parts: list) -> Any:
     """Combine learners of ``model_name`` trained on different partitions into one.
 
-    Uses the registered merger, else ``learner.__iadd__`` (mergeable state), else
-    :func:`weighted_average_merge`, else (if the parts cannot be averaged, e.g. different
-    feature sets) the part with the largest training count.
+    Uses the registered merger, else ``learner.__iadd__`` (mergeable state), else (or if ``+=``
+    refuses the parts) :func:`weighted_average_merge`, else (if the parts cannot be averaged,
+    e.g. different feature sets) the part with the largest training count.
 
     Parameters
     ----------
@@ -304,13 +304,16 @@ def merge_learners(model_name: str, parts: list) -> Any:
     if spec.merger is not None:
         return spec.merger(parts)
     if hasattr(type(parts[0][0]), "__iadd__"):
-        first = spec.loader(parts[0][0].state_dict())  # a copy: never mutate the cached parts
-        for lr, _ in parts[1:]:
-            first += lr
-        return first
+        try:
+            first = spec.loader(parts[0][0].state_dict())  # a copy: never mutate the cached parts
+            for lr, _ in parts[1:]:
+                first += lr
+            return first
+        except (PrefstreamError, ValueError, TypeError) as exc:  # e.g. ADMM-RDA parts refuse +=
+            log.warning("merging %s with += failed (%s); trying parameter averaging", model_name, exc)
     try:
         return weighted_average_merge(parts, spec.loader)
-    except InvalidInputError as exc:
+    except (PrefstreamError, ValueError, KeyError, TypeError) as exc:
         log.warning("merging %s by parameter averaging failed (%s); using the part with the most examples",
                     model_name, exc)
         return max(parts, key=lambda p: p[1])[0]

@@ -448,3 +448,33 @@ def test_click_sessions_go_to_session_only_explainers_and_pairs_to_the_others():
     assert seen[0]["shown"][2]["features"] == {"a": 0.0, "b": 0.0, "c": 1.0}
     pair_job = ex.on_preference(ev(99, rng))
     assert [m for _, m, *_ in ex.plan(pair_job)] == ["linear-shapley"]
+
+
+def test_merge_falls_back_when_iadd_refuses_and_a_crashing_model_dead_letters():
+    class Stubborn(LinearBT):
+        def __iadd__(self, other):
+            raise InvalidParameterError("ADMM-RDA parts cannot be pooled")
+
+    registry.register_model("stubborn", lambda s, p: Stubborn(), Stubborn.from_state, replace=True)
+    rng = np.random.default_rng(13)
+    a, b = Stubborn(["a", "b", "c"]), Stubborn(["a", "b", "c"])
+    for i in range(6):
+        x = json.loads(ev(i, rng))
+        (a if i < 4 else b).learn_one(x["left"]["features"], x["right"]["features"], x["outcome"])
+    m = registry.merge_learners("stubborn", [(a, 4), (b, 2)])
+    # generic parameter averaging of the state arrays
+    for k in ("w", "G", "sq"):
+        np.testing.assert_allclose(m.state_dict()["arrays"][k],
+                                   (4 * a.state_dict()["arrays"][k] + 2 * b.state_dict()["arrays"][k]) / 6, rtol=1e-12)
+
+    class Crashing(LinearBT):
+        def learn_one(self, *a, **k):
+            raise RuntimeError("bug")
+
+    registry.register_model("crashing", lambda s, p: Crashing(), Crashing.from_state, replace=True)
+    s = settings(models=["crashing", "linear-bt"])
+    core = LearnerCore(s)
+    st = core.new_source(s.topic_preferences, 0, {})
+    dls = core.process(st, 0, ev(0, rng))
+    assert [d["reason"] for d in dls] == ["schema_violation"] and "RuntimeError" in dls[0]["detail"]
+    assert st.slots["linear-bt"].count == 1 and st.slots["crashing"].count == 0 and st.next_offset == 1

@@ -251,7 +251,7 @@ class ExplainerCore:
             t0 = time.perf_counter()
             try:
                 e = fn(learner, job.examples, ctx)
-            except (PrefstreamError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - one failing method must not stop the others
                 self.metrics.explanations_skipped.labels(reason="error").inc()
                 log.warning("%s/%s failed on %s: %s", name, method, [x.event_id for x in job.examples], exc)
                 continue
@@ -337,12 +337,16 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
                     await asyncio.wait_for(models_follower.caught_up.wait(), timeout=60)
                 except asyncio.TimeoutError:
                     log.warning("the model topic is not caught up after 60 s; explaining with what is loaded")
-            plan = core.plan(job)
-            if not plan:
-                continue
-            records = await loop.run_in_executor(executor, core.explain, job, plan)
-            for rec in records:
-                await topics["explanations"].send(key=rec["request_id"].encode(), value=json.dumps(rec).encode())
+            try:
+                plan = core.plan(job)
+                if not plan:
+                    continue
+                records = await loop.run_in_executor(executor, core.explain, job, plan)
+                for rec in records:
+                    await topics["explanations"].send(key=rec["request_id"].encode(), value=json.dumps(rec).encode())
+            except Exception:  # noqa: BLE001 - the drain loop must survive any one job
+                core.metrics.explanations_skipped.labels(reason="error").inc()
+                log.exception("explaining %s failed", [x.event_id for x in job.examples][:3])
 
     app.prefstream_explainer = core
 

@@ -263,8 +263,11 @@ class LearnerCore:
                 t0 = time.perf_counter()
                 try:
                     slot.learner.learn_one(ex.left, ex.right, ex.outcome, ex.context, ex.weight)
-                except (InvalidInputError, ValueError, KeyError, TypeError) as exc:
-                    learn_error = learn_error or f"model {name!r} rejected event {ex.event_id!r}: {exc}"
+                except Exception as exc:  # noqa: BLE001 - one event must not crash the agent
+                    # (a crash would let the next snapshot's offsets cover this event unlearned)
+                    if not isinstance(exc, (InvalidInputError, ValueError, KeyError, TypeError)):
+                        log.exception("model %s failed on event %s", name, ex.event_id)
+                    learn_error = learn_error or f"model {name!r} rejected event {ex.event_id!r}: {type(exc).__name__}: {exc}"
                     continue
                 self._m_latency[name].observe(time.perf_counter() - t0)
                 self._m_learned[name].inc()
@@ -293,8 +296,8 @@ class LearnerCore:
             return
         try:
             p = float(learner.predict_proba_one(ex.left, ex.right, ex.context)[1])
-        except (PrefstreamError, ValueError, KeyError, TypeError):
-            return  # not fitted yet, or features the model cannot score: learn_one decides
+        except Exception:  # noqa: BLE001 - not fitted yet, or features it cannot score: learn_one decides
+            return
         acc, ll, auc = self.progressive[name]
         y = ex.outcome == 1
         acc.update(y, p > 0.5)
