@@ -645,7 +645,29 @@ class PrefSHAP:
     # ------------------------------------------------------------------ item value function
     def _item_values(self, masks_full: np.ndarray, XLs: np.ndarray, XRs: np.ndarray, W,
                      eng: _Engine) -> np.ndarray:
-        """ν̂_S(x^ℓ_p, x^r_p) for every coalition row and duel: ndarray (n_coalitions, P)."""
+        """ν̂_S(x^ℓ_p, x^r_p) for every coalition row and duel: ndarray (n_coalitions, P).
+
+        Large batches are split into blocks of duels so that a chunk of at least
+        min(16, n_coalitions) coalitions fits in ``max_memory_mb`` (with the factor cache the
+        CME factorisations are shared between blocks).
+        """
+        P = XLs.shape[0]
+        n = self._ref.shape[0]
+        Mu = len(np.unique(np.concatenate([self._p.cl, self._p.cr]), axis=0))
+        M2 = 2 * self._p.cl.shape[0]
+        cb_target = min(16, masks_full.shape[0])
+        per_item = 2 * n + 4 * Mu + 2 * M2
+        fixed = 2 * n * n + 3 * Mu * n
+        t_max = int((eng.mem / torch.finfo(eng.dtype).bits * 8 / cb_target - fixed) // per_item)
+        block = max(1, t_max // 2)
+        out = np.empty((masks_full.shape[0], P))
+        for s in range(0, P, block):
+            sl_p = slice(s, min(P, s + block))
+            Wb = W if W.ndim == 1 else W[sl_p]
+            out[:, sl_p] = self._item_values_block(masks_full, XLs[sl_p], XRs[sl_p], Wb, eng)
+        return out
+
+    def _item_values_block(self, masks_full, XLs, XRs, W, eng) -> np.ndarray:
         uniq, (a, b) = _unique_rows(XLs, XRs)
         space = self._item_space(eng, uniq)
         a_t = torch.as_tensor(a, device=eng.device)

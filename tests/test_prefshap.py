@@ -566,3 +566,13 @@ def test_real_gpm_cgpm_upm_from_learners():
     u = gpm_mod.UPM(["a", "b", "c"], **kw).fit(A, B, y)
     eu = explain_upm_duels(u, A[:5], B[:5], reference_items=np.concatenate([A, B]))
     np.testing.assert_allclose(eu.prediction, u.utility(A[:5]) - u.utility(B[:5]), rtol=1e-8, atol=1e-10)
+
+
+def test_large_batches_are_split_into_blocks(data, gpm):
+    items, XL, XR, _ = data
+    a = explain_duels(gpm, XL, XR, reference_items=items)
+    b = explain_duels(gpm, XL, XR, reference_items=items, max_memory_mb=2.0)   # forces several duel blocks
+    np.testing.assert_allclose(a.values, b.values, atol=1e-12)
+    from explainers.exceptions import BudgetError
+    with pytest.raises(BudgetError, match="max_memory_mb"):
+        explain_duels(gpm, XL, XR, reference_items=items, max_memory_mb=0.01)
