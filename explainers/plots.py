@@ -146,10 +146,10 @@ def beeswarm(expl: Explanation, ax=None, max_display: int = 10, title: str | Non
     ax.axvline(0.0, color="#999999", lw=0.8, zorder=0)
     ax.set_yticks(np.arange(len(idx)))
     ax.set_yticklabels([expl.feature_names[i] for i in idx])
-    ax.set_xlabel("φ (contribution to the preference of the first item)")
+    oriented = str(expl.extra.get("oriented", "")) == "winner-loser"
+    ax.set_xlabel("φ (towards the winner)" if oriented else "φ (contribution to the model output)")
     ax.set_title(title if title is not None else f"{expl.method} (n={v.shape[0]})")
     if sc is not None:
-        oriented = str(expl.extra.get("oriented", "")) == "winner-loser"
         label = color_label or ("x_winner − x_loser" if oriented else "feature value (data)")
         cb = plt.colorbar(sc, ax=ax, ticks=[0, 1], fraction=0.05, pad=0.02)
         cb.ax.set_yticklabels(["low", "high"])
