@@ -325,7 +325,7 @@ def main(argv=None):
     p.add_argument("--multiplier", type=float, default=1.0)
     p.add_argument("--max-centres", type=int, default=2000)
     p.add_argument("--max-reference", type=int, default=512)
-    p.add_argument("--n-concat", type=int, default=20)
+    p.add_argument("--n-concat", type=int, default=10)
     p.add_argument("--concat-coalitions", type=int, default=1024)
     p.add_argument("--n-kernelshap", type=int, default=2)
     p.add_argument("--kernelshap-background", type=int, default=50)
