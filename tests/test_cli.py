@@ -8,7 +8,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from stream.cli import _parse_sets, _settings, _worker_overrides, app

@@ -291,8 +291,9 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
 
     @app.task
     async def followers():
-        asyncio.ensure_future(models_follower.run())
-        asyncio.ensure_future(items_follower.run())
+        # keep references: the event loop holds tasks only weakly
+        app.prefstream_follower_tasks = [asyncio.ensure_future(models_follower.run()),
+                                         asyncio.ensure_future(items_follower.run())]
 
     @app.agent(topics["preferences"], name="prefstream-explain-sample")
     async def sample(stream):

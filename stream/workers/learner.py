@@ -584,9 +584,7 @@ def attach_learner(app, core: LearnerCore) -> None:
 
     @app.task
     async def follow_items():
-        from aiokafka import AIOKafkaConsumer  # noqa: F401 - fail early if missing
-
-        asyncio.ensure_future(items_follower.run())
+        ctl["items_task"] = asyncio.ensure_future(items_follower.run())
 
     app.prefstream_learner = core
 
