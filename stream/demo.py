@@ -90,8 +90,10 @@ def default_model_params(ds, models: list[str], gpm_params: dict | None = None) 
     The capacity model (paper 002) needs criteria in [0, 1] that grow with preference: the
     min-max scaler maps each criterion onto [0, 1] from the ranges seen so far and the criteria
     whose ``criteria_directions`` is −1 are flipped (``decreasing``). Up to 6 criteria the full
-    capacity (2^n Möbius masses) is learned, beyond that a 2-additive one (n(n+1)/2 masses),
-    with the monotonicity constraints of ADMM-RDA (Algorithm 2).
+    capacity (2^n − 1 Möbius masses) is learned, beyond that a 2-additive one (n(n+1)/2
+    masses). Up to 10 criteria the monotonicity constraints of ADMM-RDA (Algorithm 2) are
+    enforced; their number grows as n·3^(n−1) (Section 4), so wider data sets (Pokémon: 26
+    features) use unconstrained RDA (Algorithm 1).
     """
     names = list(ds.feature_names)
     dirs = getattr(ds, "criteria_directions", None) or {}
@@ -100,7 +102,7 @@ def default_model_params(ds, models: list[str], gpm_params: dict | None = None) 
         out["capacity"] = {
             "scaler": "minmax",
             "decreasing": [c for c in names if dirs.get(c, 1) < 0],
-            "constraints": ["monotone"],
+            "constraints": ["monotone"] if len(names) <= 10 else [],
             "k_additive": None if len(names) <= 6 else 2,
         }
     base = {"refit_every": 500, "min_train": 200, "window_size": 3000, "window": "sliding", "drift": False}
@@ -245,9 +247,11 @@ class MetricsScraper:
             for model, n in sorted(learned.items()):
                 if n != self._last_learned.get(model):
                     self._last_learned[model] = n
+                    a, u, l_ = acc.get(model), auc.get(model), ll.get(model)
+                    if not a and not u:  # river's metrics read 0 before the first validated prediction
+                        a = u = l_ = None
                     self.progress.append({"t": round(t, 2), "events": int(n), "model": model,
-                                          "accuracy": acc.get(model), "roc_auc": auc.get(model),
-                                          "log_loss": ll.get(model)})
+                                          "accuracy": a, "roc_auc": u, "log_loss": l_})
             cnt = _by_label(s, "prefstream_refit_duration_seconds_count", "model")
             tot = _by_label(s, "prefstream_refit_duration_seconds_sum", "model")
             for model, c in cnt.items():
