@@ -5,8 +5,9 @@ What it does, in one run:
 1. creates fresh topics (3 preference partitions) on the broker at ``--bootstrap``;
 2. produces ``--events`` synthetic preference events (3 features, Bradley–Terry labels) and
    waits until the broker acknowledged all of them;
-3. **anchor** — reads the whole preference topic with a bare kafka-python ``KafkaConsumer``
-   (no parsing, no learning): the ceiling for a Python Kafka client on this machine;
+3. **anchors** — reads the whole preference topic with a bare kafka-python ``KafkaConsumer``
+   (no parsing, no learning): the ceiling for a Python Kafka client on this machine; and with a
+   bare Faust agent that only iterates and acknowledges (the ceiling for a Faust worker);
 4. starts ``python -m stream worker learn --models linear-bt`` and measures the time from its
    first learned event to the snapshot whose training counts sum to N (events/s over that
    window, so the worker's start-up is not counted), the p99 of ``learn_one`` latency from the
@@ -68,7 +69,35 @@ def _histogram_quantile(text: str, name: str, q: float) -> float:
     return prev_le
 
 
+def _bare_faust_agent(bootstrap: str, topic: str, n: int, out: str) -> int:
+    """Second anchor: a Faust agent that only iterates ``stream.noack().events()`` and acks."""
+    import faust
+
+    u = uuid.uuid4().hex[:8]
+    app = faust.App(f"bench-bare-{u}", broker=f"kafka://{bootstrap}", store="memory://", web_enabled=False,
+                    topic_allow_declare=False, consumer_auto_offset_reset="earliest", stream_wait_empty=False,
+                    datadir=f"/tmp/prefstream-bench-bare-{u}")
+    src = app.topic(topic, key_serializer="raw", value_serializer="raw")
+    state = {"n": 0, "t0": None}
+
+    @app.agent(src)
+    async def count(stream):
+        async for ev in stream.noack().events():
+            if state["t0"] is None:
+                state["t0"] = time.perf_counter()
+            state["n"] += 1
+            ev.ack()
+            if state["n"] >= n:
+                Path(out).write_text(f"{(n - 1) / (time.perf_counter() - state['t0']):.1f}")
+                os._exit(0)
+
+    faust.Worker(app, loglevel="error", quiet=True, redirect_stdouts=False).execute_from_commandline()
+    return 0
+
+
 def main(argv=None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--bare-faust-agent":
+        return _bare_faust_agent(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=20000)
     ap.add_argument("--bootstrap", default=os.environ.get("PREFSTREAM_BOOTSTRAP", "127.0.0.1:9092"))
@@ -125,6 +154,17 @@ def main(argv=None) -> int:
     c.close()
     raw_rate = n / raw_s
     print(f"raw kafka-python consume: {n} events in {raw_s:.2f} s", flush=True)
+
+    # second anchor: a bare Faust agent (no parsing, no learning) on the same topic
+    out = f"/tmp/prefstream-bench-bare-{u}.txt"
+    try:
+        subprocess.run([sys.executable, __file__, "--bare-faust-agent", args.bootstrap, topics["preferences"], str(N), out],
+                       cwd=REPO, timeout=args.timeout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+        bare_rate = float(Path(out).read_text())
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        bare_rate = float("nan")
+    print(f"bare faust agent consume: {bare_rate:.1f} events/s", flush=True)
 
     # the learner worker
     port = _free_port()
@@ -217,7 +257,8 @@ def main(argv=None) -> int:
     print(f"worker: {N - first_count:.0f} events in {span:.2f} s after the first learned event; "
           f"learn_one p50={p50:.4f} ms p99={p99:.4f} ms; snapshots: {total} learned, digest "
           f"{'matches' if digest == expected else 'DIFFERS'}")
-    print(f"raw_consume_events_per_s={raw_rate:.1f} worker_over_raw_ratio={rate / raw_rate:.3f}")
+    print(f"raw_consume_events_per_s={raw_rate:.1f} faust_bare_events_per_s={bare_rate:.1f} "
+          f"worker_over_raw_ratio={rate / raw_rate:.3f} worker_over_faust_bare_ratio={rate / bare_rate:.3f}")
     if digest != expected and lost == 0 and duplicated == 0:
         lost = duplicated = -1  # same count, different event set: flag it
     print(f"events_per_s={rate:.1f} p99_learn_latency_ms={p99:.4f} lost={lost} duplicated={duplicated}")
