@@ -1,0 +1,170 @@
+"""End to end on a small real stream: the first 600 Train choices through the real broker and workers.
+
+One module-scoped run of :func:`stream.demo.run_demo` (real Kafka, a learner and an explainer
+worker as subprocesses, models ``capacity`` — ADMM-RDA, monotone — and ``gpm`` with refits);
+every 10th choice travels as a click session. The tests then check what a user relies on:
+every example learned once, no dead letter on clean data, every explanation method in the
+output topic, each record carrying the model version it came from, and each method's values
+passing the invariant its paper states (efficiency / additivity, sign and range sanity).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(420)]
+
+N_EVENTS = 600
+METHODS = ("capacity-shapley", "capacity-interaction", "sharp-rank", "sharp-pairwise", "distributional-bernoulli",
+           "distributional-categorical", "pref-shap")
+
+
+@pytest.fixture(scope="module")
+def run(kafka_bootstrap, tmp_path_factory):
+    from stream.demo import run_demo
+
+    out = tmp_path_factory.mktemp("demo-e2e")
+    summary = run_demo("train", max_events=N_EVENTS, explain_sample_rate=0.25, report_dir=out,
+                       bootstrap=kafka_bootstrap, progress=False, verbose=False, quiet_period_s=5.0,
+                       gpm_params={"refit_every": 200, "min_train": 150})
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
+    return summary, records, out
+
+
+def _by(records, method):
+    return [r for r in records if r["method"] == method]
+
+
+def test_every_example_learned_once_and_no_dead_letters(run):
+    summary, _, _ = run
+    # 600 choices: 540 preference events + 60 two-trip click sessions, one pair each
+    assert summary["events_sent"] == N_EVENTS
+    assert summary["preferences_sent"] == 540 and summary["click_sessions_sent"] == 60
+    assert summary["examples_sent"] == N_EVENTS
+    assert summary["learned"] == {"capacity": N_EVENTS, "gpm": N_EVENTS}
+    assert summary["dead_letters"] == 0
+    assert summary["worker_exit_codes"] == {"learn": 0, "explain": 0}
+
+
+def test_models_published_refitted_and_validated_progressively(run):
+    summary, _, _ = run
+    assert summary["model_versions"]["capacity"] >= 2 and summary["model_versions"]["gpm"] >= 2
+    assert len(summary["refits"].get("gpm", [])) >= 1
+    assert all(r["duration_s"] > 0 for r in summary["refits"]["gpm"])
+    for model in ("capacity", "gpm"):
+        pts = [p for p in summary["progress"] if p["model"] == model]
+        assert [p["events"] for p in pts] == sorted(p["events"] for p in pts)
+        assert pts[-1]["events"] == N_EVENTS
+        acc = summary["final"][model]["accuracy"]
+        assert acc is not None and 0.0 <= acc <= 1.0
+    # the refitted GPM learns something real from the Train choices (chance = 0.5)
+    assert summary["final"]["gpm"]["accuracy"] > 0.5
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_is_in_the_output_topic_with_a_model_version(run, method):
+    _, records, _ = run
+    recs = _by(records, method)
+    if not recs and method == "distributional-categorical":
+        pytest.xfail("the explainer worker does not explain click sessions yet (session_only jobs, issue 8)")
+    assert recs, f"no {method} record in the explanation topic"
+    for r in recs:
+        assert isinstance(r["model_version"], int) and r["model_version"] >= 1
+        assert r["model_name"] in ("capacity", "gpm")
+        assert r["feature_names"] == ["price", "time", "change", "comfort"]
+        assert all(v is None or math.isfinite(v) for v in r["values"])
+
+
+def _additivity(r) -> float:
+    return abs(r["base_value"] + float(np.nansum(r["values"])) - r["prediction"])
+
+
+@pytest.mark.parametrize("method", ["pref-shap", "sharp-rank", "sharp-pairwise", "capacity-shapley", "capacity-interaction"])
+def test_additivity_base_plus_values_is_the_prediction(run, method):
+    _, records, _ = run
+    recs = _by(records, method)
+    assert recs
+    scale = max(1.0, max(abs(r["prediction"]) for r in recs))
+    assert max(_additivity(r) for r in recs) <= 1e-6 * scale
+
+
+def test_capacity_shapley_is_efficient_and_monotone_capacity_gives_nonnegative_values(run):
+    _, records, _ = run
+    for r in _by(records, "capacity-shapley"):
+        phi = np.array(r["values"], dtype=float)
+        # efficiency (paper 002 / Grabisch): Σ φ_i = v(N) − v(∅) = v(N)
+        assert abs(phi.sum() - r["extra"]["v_N"]) <= 1e-9
+        # a monotone capacity has non-negative Shapley values (ADMM-RDA keeps it monotone up to the
+        # ADMM residual)
+        assert phi.min() >= -1e-3 * max(1e-12, abs(r["extra"]["v_N"])) - 1e-6
+
+
+def test_capacity_interaction_matrix_is_symmetric_with_zero_diagonal(run):
+    _, records, _ = run
+    for r in _by(records, "capacity-interaction"):
+        I = np.array(r["extra"]["interactions"], dtype=float)
+        assert I.shape == (4, 4)
+        assert np.allclose(I, I.T) and np.allclose(np.diag(I), 0.0)
+
+
+def test_sharp_pairwise_difference_is_the_rank_difference(run):
+    _, records, _ = run
+    for r in _by(records, "sharp-pairwise"):
+        ex = r["extra"]
+        # prediction − base = QoI(left) − QoI(right) (paper 001, Eq. 7), ranks as QoI = −rank
+        assert abs((r["prediction"] - r["base_value"]) - ex["outcome_difference"]) <= 1e-9
+        assert abs(ex["outcome_difference"] + (ex["rank"] - ex["rank_other"])) <= 1e-9
+        assert 1 <= ex["rank"] <= ex["n_catalog"] and 1 <= ex["rank_other"] <= ex["n_catalog"]
+
+
+def test_sharp_rank_prediction_is_minus_the_rank_inside_the_catalog(run):
+    _, records, _ = run
+    for r in _by(records, "sharp-rank"):
+        ex = r["extra"]
+        assert r["prediction"] == pytest.approx(-ex["rank"])
+        assert 1 <= ex["rank"] <= ex["n_catalog"]
+
+
+def test_distributional_bernoulli_mean_is_efficient_and_pmfs_are_distributions(run):
+    _, records, _ = run
+    recs = _by(records, "distributional-bernoulli")
+    assert {r["model_name"] for r in recs} == {"capacity", "gpm"}
+    for r in recs:
+        ex = r["extra"]
+        pmf = np.array(ex["pmf"], dtype=float)
+        assert np.all(pmf >= -1e-12) and np.allclose(pmf.sum(axis=1), 1.0)
+        # mean of the value's distribution on {−1, 0, 1} = q_plus − q_minus
+        assert np.allclose(np.array(ex["mean"]), np.array(ex["q_plus"]) - np.array(ex["q_minus"]), atol=1e-12)
+        T = np.array(ex["transition"], dtype=float)
+        assert np.allclose(T.sum(axis=(1, 2)), 1.0)
+        assert abs(sum(ex["prediction_distribution"]) - 1.0) <= 1e-9
+        assert r["prediction"] == pytest.approx(ex["prediction_distribution"][1])
+        if ex.get("efficient"):
+            # efficiency of the mean (paper 003): p(left) − p_base(left) = Σ_i E[value_i]
+            assert abs(r["base_value"] + sum(ex["mean"]) - r["prediction"]) <= 1e-9
+
+
+def test_distributional_categorical_values_sum_to_the_click_probability_change(run):
+    _, records, _ = run
+    recs = _by(records, "distributional-categorical")
+    if not recs:
+        pytest.xfail("the explainer worker does not explain click sessions yet (session_only jobs, issue 8)")
+    for r in recs:
+        ex = r["extra"]
+        pmf = np.asarray(ex.get("prediction_distribution", []), dtype=float)
+        if pmf.size:
+            assert abs(pmf.sum() - 1.0) <= 1e-9
+        if ex.get("efficient"):
+            assert _additivity(r) <= 1e-9
+
+
+def test_report_and_run_files_are_written(run):
+    summary, records, out = run
+    assert (out / "index.html").is_file() and (out / "summary.json").is_file()
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["explanations_total"] == len(records) == summary["explanations_total"]
+    assert (out / "progress.png").is_file()
