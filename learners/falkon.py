@@ -272,24 +272,38 @@ class Falkon:
             return self.block_size
         return int(max(256, min(65536, (64 * 2**20) // max(1, 6 * M * itemsize))))
 
-    def _preconditioner(self, KMM: torch.Tensor, lam: float, d_centres: torch.Tensor | None):
-        """Lower factors ``(L_T, L_A)`` with ``T = L_Tᵀ``, ``A = L_Aᵀ`` (upper, as in Rudi et al. 2017)."""
-        M = KMM.shape[0]
-        eps = torch.finfo(KMM.dtype).eps
-        LT = _chol_lower(KMM, eps * M * max(1.0, float(KMM.diagonal().abs().max())))
-        T = LT.mT
-        TT = T @ LT if d_centres is None else (T * d_centres[None, :]) @ LT  # T D Tᵀ
-        LA = _chol_lower(TT / M + lam * torch.eye(M, dtype=KMM.dtype, device=KMM.device), 0.0)
-        return LT, LA
+    @staticmethod
+    def _kmm_eig(KMM: torch.Tensor):
+        """Eigen-pairs of ``K_MM`` above ``eps · M · λ_max`` (its numerical range): ``(λ_r, V_r)``.
 
-    def _solve(self, op: KnMOperator, KMM, lam, rhs, w=None, d_centres=None, x0=None):
+        K_MM is often rank-deficient (UPM on few distinct items; duplicated centres); restricting α to
+        range(K_MM) loses nothing because null(K_MM) ⊂ null(K_nM), and it keeps the preconditioner
+        bounded in float32 — the role of the jitter ε M I of Rudi et al. (2017)."""
+        M = KMM.shape[0]
+        evals, evecs = torch.linalg.eigh(KMM)
+        tol = torch.finfo(KMM.dtype).eps * M * max(float(evals[-1]), 1e-300)
+        keep = evals > tol
+        return evals[keep], evecs[:, keep].contiguous()
+
+    def _preconditioner(self, eig, lam: float, d_centres: torch.Tensor | None):
+        """``B = T⁺ A⁻¹`` (M × r) with ``T = Λ_r^{1/2} V_rᵀ`` (so ``TᵀT = K_MM`` on its range) and
+        ``A = chol(T D Tᵀ / M + λ I)`` (Rudi et al. 2017, Sec. 3; D = Hessian weights at the centres)."""
+        evals, V = eig
+        M, r = V.shape
+        sq = evals.sqrt()
+        T = sq[:, None] * V.mT                      # (r, M)
+        TT = T @ T.mT if d_centres is None else (T * d_centres[None, :]) @ T.mT
+        LA = _chol_lower(TT / M + lam * torch.eye(r, dtype=V.dtype, device=V.device), 0.0)
+        # B = V Λ^{-1/2} A⁻¹ with A = L_Aᵀ: solve A X = I by one BLAS-3 triangular solve
+        Ainv = torch.linalg.solve_triangular(LA.mT, torch.eye(r, dtype=V.dtype, device=V.device), upper=True)
+        B = (V / sq[None, :]) @ Ainv                 # (M, r)
+        Binv = LA.mT @ T                             # (r, M): B⁺ on range(K_MM)
+        return B, Binv
+
+    def _solve(self, op: KnMOperator, KMM, lam, rhs, w=None, d_centres=None, x0=None, eig=None):
         """Solve ``(K_nMᵀ W K_nM / n + λ K_MM) α = rhs`` by preconditioned CG; returns (α, iters)."""
         n = op.n
-        LT, LA = self._preconditioner(KMM, lam, d_centres)
-        # Dense B = T⁻¹ A⁻¹ (two BLAS-3 triangular solves, O(M³)); per-iteration products are then
-        # matrix-vector products, much faster than vector triangular solves on CPU.
-        eye = torch.eye(LT.shape[0], dtype=LT.dtype, device=LT.device)
-        B = torch.linalg.solve_triangular(LT.mT, torch.linalg.solve_triangular(LA.mT, eye, upper=True), upper=True)
+        B, Binv = self._preconditioner(eig if eig is not None else self._kmm_eig(KMM), lam, d_centres)
         Bt = B.mT.contiguous()
 
         def BHB(u):
@@ -297,9 +311,7 @@ class Falkon:
             return Bt @ (op.gram_mv(Bu, w) / n + lam * (KMM @ Bu))
 
         b = Bt @ rhs
-        beta0 = None
-        if x0 is not None:  # β0 = B⁻¹ α0 = A T α0
-            beta0 = LA.mT @ (LT.mT @ x0)
+        beta0 = None if x0 is None else Binv @ x0
         beta, it = conjugate_gradient(BHB, b, beta0, self.max_iter, self.tol)
         return B @ beta, it
 
@@ -362,11 +374,14 @@ class Falkon:
         self.centre_indices_ = idx
         KMM = self.kernel(C, C)
         KMM = 0.5 * (KMM + KMM.T)
+        eig = getattr(op, "_eig", None)
+        if eig is None:
+            eig = op._eig = self._kmm_eig(KMM)
         lam = float(self.penalty)
         self.n_iter_ = []
         if self.loss == "squared":
             rhs = op.rmv(yt) / n
-            alpha, it = self._solve(op, KMM, lam, rhs, x0=None if alpha0 is None else alpha0.to(device=dev, dtype=dt))
+            alpha, it = self._solve(op, KMM, lam, rhs, x0=None if alpha0 is None else alpha0.to(device=dev, dtype=dt), eig=eig)
             self.n_iter_.append(it)
         else:
             alpha = torch.zeros(C.shape[0], dtype=dt, device=dev) if alpha0 is None else alpha0.to(device=dev, dtype=dt).clone()
@@ -379,7 +394,7 @@ class Falkon:
                 dc = w[idx.to(dev)] if idx is not None else None
                 if dc is None:
                     dc = torch.full((C.shape[0],), float(w.mean()), dtype=dt, device=dev)
-                delta, it = self._solve(op, KMM, lam_k, grad, w=w, d_centres=dc)
+                delta, it = self._solve(op, KMM, lam_k, grad, w=w, d_centres=dc, eig=eig)
                 self.n_iter_.append(it)
                 Kd = op.mv(delta)
                 # backtracking on the current objective (rarely triggered on the penalty path)
