@@ -10,7 +10,8 @@ Commands::
     prefstream demo                          the end-to-end demo (stream.demo)
     prefstream report --run-dir DIR          rebuild a run's HTML report
 
-Configuration precedence, highest first: command-line flags (including ``--set key=value``) >
+Configuration precedence, highest first: command-line flags (including ``--set key=value`` and
+``--param model.parameter=value``, merged into ``model_params``) >
 environment variables ``PREFSTREAM_<SETTING>`` > the config file (``--config`` or
 ``$PREFSTREAM_CONFIG``, TOML or JSON) > defaults; see :class:`stream.settings.Settings`.
 """
@@ -38,6 +39,7 @@ app.add_typer(worker_app, name="worker")
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML or JSON settings file (default $PREFSTREAM_CONFIG).")
 BootstrapOpt = typer.Option(None, "--bootstrap", "-b", help="Kafka bootstrap servers host:port[,host:port].")
 SetOpt = typer.Option(None, "--set", help="Any setting as key=value (JSON values accepted), repeatable.")
+ParamOpt = typer.Option(None, "--param", help="A model parameter as model.name=value (JSON values accepted), repeatable.")
 
 
 def _parse_sets(sets: List[str] | None) -> dict[str, Any]:
@@ -52,6 +54,36 @@ def _parse_sets(sets: List[str] | None) -> dict[str, Any]:
             val = raw
         out[key.strip()] = val
     return out
+
+
+def _parse_params(params: List[str] | None) -> dict[str, dict[str, Any]]:
+    """``["linear-bt.learning_rate=0.05"]`` → ``{"linear-bt": {"learning_rate": 0.05}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in params or []:
+        key, sep, raw = item.partition("=")
+        model, dot, name = key.strip().rpartition(".")
+        if not sep or not dot or not model or not name:
+            raise typer.BadParameter(f"--param expects model.parameter=value (e.g. linear-bt.learning_rate=0.05); got {item!r}.")
+        try:
+            val = json.loads(raw)
+        except ValueError:
+            val = raw
+        out.setdefault(model, {})[name] = val
+    return out
+
+
+def _with_params(config, overrides: dict[str, Any], params: List[str] | None) -> dict[str, Any]:
+    """Merge ``--param`` values into the model_params from the lower-precedence sources."""
+    extra = _parse_params(params)
+    if not extra:
+        return overrides
+    base = overrides.get("model_params")
+    if base is None:
+        base = _settings(config, {k: v for k, v in overrides.items() if k != "model_params"}).model_params
+    merged = {m: dict(p) for m, p in base.items()}
+    for m, p in extra.items():
+        merged.setdefault(m, {}).update(p)
+    return {**overrides, "model_params": merged}
 
 
 def _settings(config, overrides: dict[str, Any]):
@@ -156,12 +188,14 @@ def worker_learn(
                                       help="Event-id hashes remembered per model and partition; 0 disables."),
     log_level: Optional[str] = typer.Option(None, "--log-level"),
     set_: Optional[List[str]] = SetOpt,
+    param: Optional[List[str]] = ParamOpt,
 ):
     """Run a learner worker: validate, learn, snapshot (until SIGTERM)."""
     from stream.workers.learner import run_learner
 
-    s = _settings(config, _worker_overrides(bootstrap, models, metrics_port, group, snapshot_every_events,
-                                            snapshot_every_seconds, log_level, set_))
+    o = _worker_overrides(bootstrap, models, metrics_port, group, snapshot_every_events, snapshot_every_seconds,
+                          log_level, set_)
+    s = _settings(config, _with_params(config, o, param))
     try:
         from stream import registry
 
@@ -182,13 +216,14 @@ def worker_explain(
     sample_rate: Optional[float] = typer.Option(None, "--sample-rate", help="Fraction of preference events explained."),
     log_level: Optional[str] = typer.Option(None, "--log-level"),
     set_: Optional[List[str]] = SetOpt,
+    param: Optional[List[str]] = ParamOpt,
 ):
     """Run an explainer worker: explain sampled events and explain requests (until SIGTERM)."""
     from stream.workers.explainer import run_explainer
 
     o = _worker_overrides(bootstrap, None, metrics_port, group, None, None, log_level, set_)
     o["explain_sample_rate"] = sample_rate if sample_rate is not None else o.get("explain_sample_rate")
-    s = _settings(config, o)
+    s = _settings(config, _with_params(config, o, param))
     raise typer.Exit(run_explainer(s))
 
 

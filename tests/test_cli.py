@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from stream.cli import _parse_sets, _settings, _worker_overrides, app
+from stream.cli import _parse_sets, _settings, _with_params, _worker_overrides, app
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -105,3 +105,15 @@ def test_topics_create_replay_and_tail_on_the_broker(kafka_bootstrap, tmp_path):
     res = runner.invoke(app, ["tail", "--bootstrap", kafka_bootstrap, "--from-beginning", "--max", "1",
                               "--timeout", "20", *args])
     assert "r  linear-bt v1  linear-shapley" in res.output and "+0.5" in res.output
+
+
+def test_param_merges_into_model_params_over_the_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("PREFSTREAM_MODEL_PARAMS", raising=False)
+    monkeypatch.delenv("PREFSTREAM_CONFIG", raising=False)
+    cfg = tmp_path / "p.json"
+    cfg.write_text(json.dumps({"model_params": {"linear-bt": {"learning_rate": 0.2, "l2": 0.1}}}))
+    o = _with_params(str(cfg), {}, ["linear-bt.learning_rate=0.05", "capacity.criteria=[\"a\",\"b\"]"])
+    s = _settings(str(cfg), o)
+    assert s.model_params == {"linear-bt": {"learning_rate": 0.05, "l2": 0.1}, "capacity": {"criteria": ["a", "b"]}}
+    res = runner.invoke(app, ["worker", "learn", "--param", "oops"])
+    assert res.exit_code != 0 and "model.parameter=value" in res.output
