@@ -89,6 +89,7 @@ class ExplainerCore:
         self.parts: dict[str, dict[str, tuple[Any, int, int]]] = {}
         self._merged: dict[str, tuple[Any, int]] = {}
         self.queue: asyncio.Queue | None = None
+        self._ignored: set = set()
 
     # ------------------------------------------------------------------ models
     def on_snapshot(self, key, value) -> None:
@@ -106,7 +107,10 @@ class ExplainerCore:
             clean, _info = split_stream_meta(snap["state"])
             learner = spec.loader(clean)
         except PrefstreamError as exc:
-            log.warning("ignoring model-topic record %r: %s", key, exc)
+            # once per key and reason: an unregistered model publishes a snapshot every few seconds
+            if (model_key, type(exc).__name__) not in self._ignored:
+                self._ignored.add((model_key, type(exc).__name__))
+                log.warning("ignoring model-topic records of %r: %s", model_key, exc)
             return
         self.parts.setdefault(name, {})[source or ""] = (learner, int(snap["training_count"]), int(snap["version"]))
         self._merged.pop(name, None)
