@@ -1,0 +1,124 @@
+"""The main job on a real data set: every duel through the broker, live learning, refits and explanations.
+
+What it does, in one run (reusing :func:`stream.demo.run_demo`):
+
+1. replays the data set (default: the 50,000 Pokémon duels of ``../shared/data/pokemon``, items
+   sent once to the compacted item topic, events referring to them by id with inline features)
+   through the Kafka broker at ``$PREFSTREAM_BOOTSTRAP`` (the local one is started if none
+   answers) into a learner worker (``capacity``: RDA on min-max scaled criteria, 2-additive
+   beyond 6 criteria; ``gpm``: GPM refitted every ``--refit-every`` events on a sliding window)
+   and an explainer worker (every method of both models on a ``--sample-rate`` sample);
+2. reads the learner's Prometheus endpoint for the progressive (predict-then-learn) ROC AUC
+   of each model at the end of the stream, counts explanation records per method from the
+   output topic and dead letters from the dead-letter topic;
+3. **anchors**, side by side in the same run: the paper's GPM AUC on Pokémon (0.86, paper 000,
+   Section 5) and the in-process rate of the same two learners (predict + learn, no broker, no
+   refits) on the first ``--anchor-events`` duels — the ceiling of the worker's rate. Both are
+   printed as ratios.
+
+The last line is exactly::
+
+    dataset=<name> events=<int> events_per_s=<f> final_auc_capacity=<f> final_auc_gpm=<f> explanations=<int> methods=<int> p50_explain_ms=<f> dead_letters=<int>
+
+``events_per_s`` counts examples learned (by both models) per second from the end of the
+warm-up to the last example learned; ``p50_explain_ms`` is the median explainer call time over
+all records.
+
+Reproduce: ``bash deploy/kafka/start.sh && python bench/mainjob.py --dataset pokemon``
+(about 6–10 minutes on 2 shared cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+#: GPM hold-out AUC on Pokémon reported in paper 000 (Hu et al. 2022), Section 5 / Table 2.
+PAPER_GPM_AUC = {"pokemon": 0.86}
+
+
+def in_process_rate(ds, models, params, n: int) -> float:
+    """Predict-then-learn examples/s of the same learners in this process (no broker, no refits)."""
+    from stream import models as builtin
+    from stream import registry
+    from stream.settings import Settings
+
+    builtin.register_all()
+    s = Settings.load(None, {"models": models, "feature_names": list(ds.feature_names), "model_params": params})
+    learners = {m: registry.get_model(m).factory(s, s.params_for(m)) for m in models}
+    events = list(ds.to_events(0, n))
+    # the GPM predicts only once fitted: fit it once on the first min_train pairs, outside the clock
+    for m, lr in learners.items():
+        if hasattr(lr, "refit"):
+            for e in events[: int(params[m].get("min_train", 200))]:
+                lr.learn_one(e["left"]["features"], e["right"]["features"], e["outcome"])
+            lr.refit()
+    t0 = time.perf_counter()
+    for e in events:
+        xl, xr = e["left"]["features"], e["right"]["features"]
+        for lr in learners.values():
+            try:
+                lr.predict_proba_one(xl, xr)
+            except Exception:  # noqa: BLE001 - not fitted yet
+                pass
+            lr.learn_one(xl, xr, e["outcome"])
+    return len(events) / (time.perf_counter() - t0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dataset", default="pokemon")
+    ap.add_argument("--data-dir", default=os.environ.get("PREFSTREAM_DATA_DIR", str(REPO.parent / "shared" / "data")))
+    ap.add_argument("--max-events", type=int, default=None)
+    ap.add_argument("--sample-rate", type=float, default=0.002, help="fraction of events explained")
+    ap.add_argument("--refit-every", type=int, default=5000)
+    ap.add_argument("--window-size", type=int, default=3000)
+    ap.add_argument("--min-train", type=int, default=1000)
+    ap.add_argument("--anchor-events", type=int, default=3000)
+    ap.add_argument("--report-dir", default="/tmp/prefstream-mainjob")
+    ap.add_argument("--rate", type=float, default=None)
+    args = ap.parse_args(argv)
+
+    from stream.adapters import load_dataset
+    from stream.demo import default_model_params, run_demo
+
+    ds = load_dataset(args.dataset, args.data_dir)
+    models = ["capacity", "gpm"]
+    gpm = {"refit_every": args.refit_every, "window_size": args.window_size, "min_train": args.min_train}
+    params = default_model_params(ds, models, gpm)
+    print(f"model parameters: {json.dumps(params)}", flush=True)
+
+    anchor = in_process_rate(ds, models, params, args.anchor_events)
+    print(f"anchor: in-process predict+learn of {models} on {args.anchor_events} duels: {anchor:.1f} examples/s", flush=True)
+
+    s = run_demo(args.dataset, args.data_dir, rate=args.rate, max_events=args.max_events,
+                 explain_sample_rate=args.sample_rate, report_dir=args.report_dir, models=models, gpm_params=gpm,
+                 click_every=None, snapshot_every_events=2000, progress=sys.stderr.isatty(), verbose=True,
+                 learn_timeout_s=1500, explain_timeout_s=120, quiet_period_s=10, dataset_obj=ds)
+    auc_c = s["final"]["capacity"]["roc_auc"]
+    auc_g = s["final"]["gpm"]["roc_auc"]
+    paper = PAPER_GPM_AUC.get(args.dataset)
+    print("", flush=True)
+    print(f"worker rate {s['events_per_s']:.1f} examples/s vs in-process {anchor:.1f} examples/s: "
+          f"ratio {s['events_per_s'] / anchor:.3f}")
+    if paper is not None and auc_g is not None:
+        print(f"GPM progressive ROC AUC {auc_g:.3f} vs paper 000 hold-out AUC {paper:.2f}: ratio {auc_g / paper:.3f}")
+    for m, rs in s["refits"].items():
+        print(f"{m} refits: {len(rs)}, durations {[r['duration_s'] for r in rs]} s")
+    print(f"dataset={args.dataset} events={s['events_sent']} events_per_s={s['events_per_s']:.1f} "
+          f"final_auc_capacity={(auc_c if auc_c is not None else float('nan')):.4f} "
+          f"final_auc_gpm={(auc_g if auc_g is not None else float('nan')):.4f} "
+          f"explanations={s['explanations_total']} methods={s['explanation_methods']} "
+          f"p50_explain_ms={s['p50_explain_ms']:.2f} dead_letters={s['dead_letters']}", flush=True)
+    return 0 if s["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
