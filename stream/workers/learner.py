@@ -66,6 +66,9 @@ log = logging.getLogger(__name__)
 #: Event-id hashes remembered per model and source (64-bit each, ≈ 32 KiB in a snapshot).
 DEFAULT_DEDUPE_WINDOW = 4096
 
+#: Events over which the progressive ROC AUC is computed exactly (river.metrics.RollingROCAUC).
+AUC_WINDOW = 10_000
+
 
 @dataclass
 class ModelSlot:
@@ -148,7 +151,9 @@ class LearnerCore:
         self.catalog = ItemCatalog()
         self.sources: dict[str, SourceState] = {}
         self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
-        self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.ROCAUC()) for m in self.models}
+        # ROC AUC over the last AUC_WINDOW scored events, exact (rank-based): river's ROCAUC bins
+        # probabilities into 10 thresholds, which flattens margin models whose σ(g) stays near 0.5.
+        self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.RollingROCAUC(window_size=AUC_WINDOW)) for m in self.models}
         # labelled children resolved once (``labels()`` costs ~10 µs per call)
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
         self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
