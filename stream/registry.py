@@ -330,6 +330,9 @@ def _register_builtins() -> None:
             return
         _BUILTINS_DONE = True
         _register_linear()
+        from stream.models import register_all  # capacity, gpm, cgpm and their explainers
+
+        register_all()
 
 
 # -- linear-bt / linear-shapley (the first model of the spine) --------------------------------
