@@ -285,6 +285,39 @@ def tail_cmd(
         raise typer.Exit(1) from None
 
 
+# ------------------------------------------------------------------------------ batch
+@app.command("run")
+def run_cmd(
+    input: str = typer.Option(..., "--input", "-i", help="Records to learn from: .jsonl or .csv (replay layout)."),
+    output: str = typer.Option(..., "--output", "-o", help="Explanation records out (JSON Lines)."),
+    kind: str = typer.Option("preference", "--kind", help="preference or click."),
+    items: Optional[str] = typer.Option(None, "--items", help="Item-catalog records loaded first."),
+    report_dir: Optional[str] = typer.Option(None, "--report-dir", help="Also write the HTML report there."),
+    config: Optional[str] = ConfigOpt,
+    models: Optional[str] = typer.Option(None, "--models", "-m", help="Comma-separated model names."),
+    sample_rate: Optional[float] = typer.Option(None, "--sample-rate", help="Fraction of events explained."),
+    set_: Optional[List[str]] = SetOpt,
+    param: Optional[List[str]] = ParamOpt,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+):
+    """Learn and explain a file without Kafka (same learners, explainers and records as the workers)."""
+    from stream.batch import run_batch
+
+    o = _parse_sets(set_)
+    if models:
+        o["models"] = [m.strip() for m in models.split(",") if m.strip()]
+    if sample_rate is not None:
+        o["explain_sample_rate"] = sample_rate
+    s = _settings(config, _with_params(config, o, param))
+    try:
+        res = run_batch(input, output, settings=s, kind=kind, items_path=items, progress=not quiet, report_dir=report_dir)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    summ = {k: v for k, v in res.summary().items() if k not in ("progress",)}
+    typer.echo(json.dumps(summ, indent=1, default=str))
+
+
 # ------------------------------------------------------------------------------ demo
 @app.command("demo")
 def demo_cmd(
