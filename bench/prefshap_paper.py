@@ -327,7 +327,7 @@ def main(argv=None):
     p.add_argument("--max-reference", type=int, default=512)
     p.add_argument("--n-concat", type=int, default=10)
     p.add_argument("--concat-coalitions", type=int, default=1024)
-    p.add_argument("--n-kernelshap", type=int, default=2)
+    p.add_argument("--n-kernelshap", type=int, default=1)
     p.add_argument("--kernelshap-background", type=int, default=50)
     p.add_argument("--kernelshap-nsamples", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0)
