@@ -47,11 +47,40 @@ def _scalar(v: Any) -> Any:
     return v[0] if isinstance(v, list) and len(v) == 1 and not isinstance(v[0], (list, dict)) else v
 
 
-def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[Explanation, Explanation]]:
-    """Group explanation records by (method, model): (batch Explanation of the group, its latest record).
+#: extra keys that describe the whole batch, not one instance (kept scalar when equal across records)
+_BATCH_KEYS = {"qoi", "n_catalog", "normalizer", "max_coalition_size", "exact", "halve", "ties", "sample_size",
+               "structure", "classes", "efficient", "origin", "k"}
 
+
+def _stack(recs: list[Mapping[str, Any]], names: tuple) -> Explanation:
+    vals = np.array([[np.nan if v is None else v for v in r["values"]] for r in recs], dtype=float)
+    data = None
+    if all(r.get("data") is not None and len(r["data"]) == len(names) for r in recs):
+        data = np.array([r["data"] for r in recs], dtype=float)
+    pred = [r.get("prediction") for r in recs]
+    common = set.intersection(*(set((r.get("extra") or {}).keys()) for r in recs))
+    extra = {k: [_scalar(r["extra"][k]) for r in recs] for k in common}
+    for k, vs in list(extra.items()):
+        if k in _BATCH_KEYS and len(set(map(str, vs))) == 1:
+            extra[k] = vs[0]
+    if isinstance(extra.get("n_catalog"), list):  # catalogs grow in a stream: strata by the largest
+        extra["n_catalog"] = max(extra["n_catalog"])
+    return Explanation(
+        values=vals, base_values=[r.get("base_value") or 0.0 for r in recs], feature_names=list(names), method=recs[0]["method"],
+        prediction=None if any(p is None for p in pred) else pred, model_name=recs[0].get("model_name", ""),
+        model_version=max(int(r.get("model_version", 0)) for r in recs), data=data,
+        instance_ids=[r.get("request_id", str(i)) for i, r in enumerate(recs)],
+        compute_time=sum(float(r.get("compute_time_s", 0.0)) for r in recs), extra=extra,
+    )
+
+
+def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[Explanation, Explanation, Explanation]]:
+    """Group explanation records by (method, model).
+
+    Returns, per group: the batch Explanation of all its records, the latest record as a
+    one-instance Explanation (``Explanation.from_record``), and the latest record as a batch of one
+    (per-instance ``extra`` entries as one-element lists, the form batch plots index).
     Records of a group must share feature names (the most common set wins; others are dropped).
-    ``extra`` keys present in every record become per-instance lists.
     """
     groups: dict[tuple[str, str], list[Mapping]] = defaultdict(list)
     for r in records:
@@ -60,27 +89,8 @@ def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
     for key, recs in groups.items():
         names = max({tuple(r["feature_names"]) for r in recs}, key=lambda t: sum(tuple(r["feature_names"]) == t for r in recs))
         recs = [r for r in recs if tuple(r["feature_names"]) == names and r.get("values") is not None]
-        if not recs:
-            continue
-        vals = np.array([[np.nan if v is None else v for v in r["values"]] for r in recs], dtype=float)
-        data = None
-        if all(r.get("data") is not None and len(r["data"]) == len(names) for r in recs):
-            data = np.array([r["data"] for r in recs], dtype=float)
-        pred = [r.get("prediction") for r in recs]
-        common = set.intersection(*(set((r.get("extra") or {}).keys()) for r in recs))
-        extra = {k: [_scalar(r["extra"][k]) for r in recs] for k in common}
-        for k, vs in list(extra.items()):  # a constant scalar stays a scalar (e.g. qoi, normalizer)
-            if all(isinstance(v, (int, float, str, bool)) or v is None for v in vs) and len(set(map(str, vs))) == 1:
-                extra[k] = vs[0]
-        if isinstance(extra.get("n_catalog"), list):  # catalogs grow in a stream: strata by the largest
-            extra["n_catalog"] = max(extra["n_catalog"])
-        out[key] = (Explanation(
-            values=vals, base_values=[r.get("base_value") or 0.0 for r in recs], feature_names=list(names), method=key[0],
-            prediction=None if any(p is None for p in pred) else pred, model_name=key[1],
-            model_version=max(int(r.get("model_version", 0)) for r in recs), data=data,
-            instance_ids=[r.get("request_id", str(i)) for i, r in enumerate(recs)],
-            compute_time=sum(float(r.get("compute_time_s", 0.0)) for r in recs), extra=extra,
-        ), Explanation.from_record(recs[-1]))
+        if recs:
+            out[key] = (_stack(recs, names), Explanation.from_record(recs[-1]), _stack(recs[-1:], names))
     return out
 
 
@@ -141,20 +151,20 @@ def _fig_saver(fn: Callable, *args, **kwargs) -> Callable[[Path], Any]:
     return draw
 
 
-def _plots_for(expl: Explanation, last: Explanation) -> list[tuple[str, Callable[[Path], Any]]]:
-    """(caption, draw(path)) pairs for one method: ``expl`` is the whole batch, ``last`` its latest record."""
+def _plots_for(expl: Explanation, last: Explanation, last_batch: Explanation) -> list[tuple[str, Callable[[Path], Any]]]:
+    """(caption, draw(path)) pairs for one method: the whole batch, its latest record, and that record as a batch."""
     m = expl.method
     plots: list[tuple[str, Callable[[Path], Any]]] = []
     if m in ("pref-shap", "pref-shap-context", "upm-shap", "concat-shap"):
         plots.append(("mean |φ| per feature", _fig_saver(_call("explainers.plots", "bar"), expl)))
         if expl.data is not None:
-            plots.append(("beeswarm of φ coloured by x_winner − x_loser", _fig_saver(_call("explainers.plots", "beeswarm"), expl)))
+            plots.append(("beeswarm of φ coloured by x_winner − x_loser", _fig_saver(_call("explainers.plots", "beeswarm"), expl, color_label="x_winner − x_loser")))
     elif m in ("sharp-score", "sharp-rank", "sharp-topk"):
-        plots.append(("waterfall of the latest explained item", lambda p: _call("explainers.sharp_plots", "waterfall")(last, 0, path=p)))
+        plots.append(("waterfall of the latest explained item", lambda p: _call("explainers.sharp_plots", "waterfall")(last_batch, 0, path=p)))
         if "rank" in expl.extra and "n_catalog" in expl.extra and expl.n_instances >= 3:
             plots.append(("contributions per 10 % rank stratum", lambda p: _call("explainers.sharp_plots", "strata_boxplot")(expl, path=p)))
     elif m == "sharp-pairwise":
-        plots.append(("pairwise contributions (latest pair)", lambda p: _call("explainers.sharp_plots", "pairwise_bars")(last, 0, path=p)))
+        plots.append(("pairwise contributions (latest pair)", lambda p: _call("explainers.sharp_plots", "pairwise_bars")(last_batch, 0, path=p)))
     elif m.startswith("distributional-"):
         if "transition" in last.extra:
             plots.append(("transition heatmap (latest explanation)",
@@ -211,9 +221,9 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
     rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_fmt(v)}</td></tr>" for k, v in summary.items()
                    if not isinstance(v, (list, dict)))
     groups = combine_records(records)
-    for (method, model), (expl, last) in sorted(groups.items()):
+    for (method, model), (expl, last, last_batch) in sorted(groups.items()):
         figs = []
-        for k, (caption, draw) in enumerate(_plots_for(expl, last)):
+        for k, (caption, draw) in enumerate(_plots_for(expl, last, last_batch)):
             fname = f"{method}-{model}-{k}.png".replace("/", "_")
             try:
                 res = draw(out / fname)
