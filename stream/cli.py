@@ -329,8 +329,10 @@ def demo_cmd(
     models: Optional[str] = typer.Option(None, "--models", "-m", help="Comma-separated model names."),
     bootstrap: Optional[str] = BootstrapOpt,
     keep_broker: bool = typer.Option(False, "--keep-broker", help="Leave a broker the demo started running."),
+    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Directory holding the data set (default $PREFSTREAM_DATA_DIR or ../shared/data)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar while replaying."),
 ):
-    """Run the end-to-end demo (broker, replay of a bundled data set, workers, summary)."""
+    """Run the end-to-end demo (broker, replay of a real data set, learner + explainer workers, summary, HTML report)."""
     try:
         from stream import demo
     except ImportError:
@@ -339,14 +341,39 @@ def demo_cmd(
     kwargs = {"dataset": dataset, "rate": rate, "max_events": max_events, "explain_sample_rate": sample_rate,
               "report_dir": report_dir, "bootstrap": bootstrap,
               "models": [m.strip() for m in models.split(",") if m.strip()] if models else None}
+    kwargs["data_dir"] = data_dir
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     if keep_broker:
         kwargs["keep_broker"] = True
+    if not progress:
+        kwargs["progress"] = False
     try:
-        demo.run_demo(**kwargs)
+        summary = demo.run_demo(**kwargs)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted; the demo stopped everything it had started.", err=True)
+        raise typer.Exit(130) from None
+    if isinstance(summary, dict) and not summary.get("ok", True):
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------ report
+@app.command("report")
+def report_cmd(
+    run_dir: str = typer.Option(..., "--run-dir", help="A run folder holding summary.json and records.jsonl."),
+    out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Where index.html goes (default: the run folder)."),
+):
+    """Rebuild the HTML report of a run (demo or `prefstream run`) from its summary.json and records.jsonl."""
+    from stream.demo import rebuild_report
+
+    try:
+        path = rebuild_report(run_dir, out_dir)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(str(path))
 
 
 def main(argv: list[str] | None = None) -> int:
