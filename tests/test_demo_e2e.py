@@ -16,7 +16,8 @@ import math
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(420)]
+# tests using the ``run`` fixture need the broker and are marked ``kafka`` by conftest
+pytestmark = [pytest.mark.timeout(420)]
 
 N_EVENTS = 600
 METHODS = ("capacity-shapley", "capacity-interaction", "sharp-rank", "sharp-pairwise", "distributional-bernoulli",
@@ -35,6 +36,66 @@ def run(kafka_bootstrap, tmp_path_factory):
     return summary, records, out
 
 
+# ----------------------------------------------------------------------------- without a broker
+def test_train_click_sessions_are_the_same_real_choices():
+    from stream.adapters import load_dataset
+    from stream.contract import parse_click_session, parse_preference
+    from stream.demo import demo_stream
+
+    ds = load_dataset("train")
+    recs = list(demo_stream(ds, click_every=10))
+    kinds = [k for k, _ in recs]
+    assert len(recs) == len(ds) == 2929
+    assert kinds.count("click") == 292 and all(kinds[k] == "click" for k in range(9, 2929, 10))
+    events = list(ds.to_events())
+    for k in (9, 19, 2919):
+        (ex,) = parse_click_session(json.dumps(recs[k][1]).encode())
+        pref = parse_preference(json.dumps(events[k]).encode())
+        chosen, other = (pref.left, pref.right) if pref.outcome == 1 else (pref.right, pref.left)
+        # clicked ≻ shown-but-not-clicked: the chosen trip on the left, outcome +1
+        assert ex.outcome == 1 and ex.left == chosen and ex.right == other
+
+
+def test_default_model_params_follow_the_data_set():
+    from types import SimpleNamespace
+
+    from stream.adapters import load_dataset
+    from stream.demo import default_model_params
+
+    p = default_model_params(load_dataset("train"), ["capacity", "gpm"])
+    assert p["capacity"] == {"scaler": "minmax", "decreasing": ["price", "time", "change", "comfort"],
+                             "constraints": ["monotone"]}  # full capacity: k_additive left at None
+    assert p["gpm"]["refit_every"] == 500 and p["gpm"]["min_train"] == 200
+    wide = SimpleNamespace(feature_names=[f"f{i}" for i in range(26)], criteria_directions=None)
+    q = default_model_params(wide, ["capacity", "cgpm"], {"refit_every": 7})
+    assert q["capacity"]["k_additive"] == 2 and q["capacity"]["constraints"] == [] and q["capacity"]["decreasing"] == []
+    assert q["cgpm"]["refit_every"] == 7 and "gpm" not in q
+
+
+def test_settings_file_round_trips_through_settings_load(tmp_path):
+    from stream.demo import write_settings_toml
+    from stream.settings import Settings
+
+    values = {"bootstrap_servers": "h:1", "topic_preferences": "prefstream.preferences.x", "models": ["capacity", "gpm"],
+              "feature_names": ["a", "b"], "context_names": None, "explain_sample_rate": 0.25,
+              "model_params": {"capacity": {"scaler": "minmax", "decreasing": ["a"], "constraints": ["monotone"]},
+                               "gpm": {"refit_every": 500, "drift": False}}}
+    s = Settings.load(write_settings_toml(tmp_path / "s.toml", values), environ={})
+    assert s.models == ["capacity", "gpm"] and s.feature_names == ["a", "b"] and s.context_names is None
+    assert s.topic_preferences == "prefstream.preferences.x" and s.explain_sample_rate == 0.25
+    assert s.params_for("capacity") == values["model_params"]["capacity"]
+    assert s.params_for("gpm") == {"refit_every": 500, "drift": False}
+
+
+def test_report_rebuild_needs_a_run_folder(tmp_path):
+    from learners.exceptions import InvalidInputError
+    from stream.demo import rebuild_report
+
+    with pytest.raises(InvalidInputError, match="summary.json"):
+        rebuild_report(tmp_path)
+
+
+# ----------------------------------------------------------------------------- through the broker
 def _by(records, method):
     return [r for r in records if r["method"] == method]
 
