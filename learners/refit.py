@@ -8,8 +8,8 @@ fresh :class:`learners.gpm.GPM` (or :class:`learners.gpm.CGPM`) in the calling t
 ``torch.cuda.is_available()`` — and swaps it in atomically; ``learn_one`` / ``margin_one`` keep
 working meanwhile with the previous model. Before the first fit the margin is 0.0 (p = ½).
 
-Triggers (any of): ``refit_every`` events since the last refit started; ``refit_interval_s`` seconds
-since then; ADWIN (Bifet & Gavaldà 2007) detecting a change in the progressive (prequential) log loss
+Triggers (any of): ``refit_every`` events since the last refit started; ``refit_interval_s``
+seconds since the last refit completed; ADWIN (Bifet & Gavaldà 2007) detecting a change in the progressive (prequential) log loss
 ``−log σ(y g)`` of the current model. The first fit happens once the window holds ``min_train``
 strict (y ≠ 0) pairs.
 
@@ -287,6 +287,7 @@ class RefittingGPM(PreferenceLearner):
             with self._lock:
                 self._model = model  # atomic reference swap
                 self._version += 1
+                self._last_refit_t = time.monotonic()  # time trigger counts from the completed refit
                 self._adwin = self._new_adwin()
         finally:
             self._refitting = False

@@ -86,12 +86,12 @@ def test_wants_refit_by_count_time_and_drift():
     m.learn_one(*events[399])
     assert m.wants_refit() and m.refit()["trigger"] == "count"
     # time trigger
-    t = RefittingGPM(["f0", "f1"], refit_every=None, refit_interval_s=0.05, min_train=100, model_params=FAST, device="cpu")
+    t = RefittingGPM(["f0", "f1"], refit_every=None, refit_interval_s=0.5, min_train=100, model_params=FAST, device="cpu")
     for xl, xr, y in events[:100]:
         t.learn_one(xl, xr, y)
     t.refit()
     assert not t.wants_refit()
-    time.sleep(0.06)
+    time.sleep(0.6)
     assert t.wants_refit() and t.refit()["trigger"] == "time"
     # drift trigger: the concept flips at event 1000; ADWIN on the progressive log loss fires
     d = RefittingGPM(["f0", "f1"], refit_every=None, min_train=300, model_params=FAST, device="cpu", window_size=300)
