@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+#: BLAS/torch threads of each worker process (``$PREFSTREAM_DEMO_WORKER_THREADS``, default 1).
+_WORKER_THREADS = max(1, int(os.environ.get("PREFSTREAM_DEMO_WORKER_THREADS", "1") or 1))
+
 #: Explanations the default sample rate aims at.
 TARGET_EXPLAINED_EVENTS = 60
 
@@ -283,8 +286,9 @@ class _Workers:
     def start(self, role: str, config: Path, port: int, extra: list[str] | None = None) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env.setdefault("OMP_NUM_THREADS", "1")
-        env.setdefault("MKL_NUM_THREADS", "1")
+        # one BLAS/torch thread per worker: the learner's refit thread, the learner's event loop
+        # and the explainer already share the cores, and oversubscribed torch refits crawl
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(_WORKER_THREADS)
         env["PREFSTREAM_CONFIG"] = str(config)
         for k in list(env):  # the config file is the whole truth for the workers
             if k.startswith("PREFSTREAM_") and k not in ("PREFSTREAM_CONFIG", "PREFSTREAM_CACHE", "PREFSTREAM_DATA_DIR",
