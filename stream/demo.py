@@ -832,6 +832,7 @@ def format_summary(s: dict) -> str:
     for p in s["progress"]:
         by_model[p["model"]].append(p)
     for m, pts in by_model.items():
+        pts = [p for p in pts if p["accuracy"] is not None or p["roc_auc"] is not None] or pts
         step = max(1, len(pts) // 6)
         shown = pts[::step][:6] + ([pts[-1]] if pts[::step][:6][-1] is not pts[-1] else [])
         lines.append(f"  {m:9s} " + "  ".join(f"@{p['events']}: acc {_f(p['accuracy'], '.3f')} auc {_f(p['roc_auc'], '.3f')}"
