@@ -273,37 +273,52 @@ class Falkon:
         return int(max(256, min(65536, (64 * 2**20) // max(1, 6 * M * itemsize))))
 
     @staticmethod
-    def _kmm_eig(KMM: torch.Tensor):
-        """Eigen-pairs of ``K_MM`` above ``eps · M · λ_max`` (its numerical range): ``(λ_r, V_r)``.
+    def _kmm_factor(KMM: torch.Tensor):
+        """Factor ``K_MM = TᵀT`` for the preconditioner.
 
-        K_MM is often rank-deficient (UPM on few distinct items; duplicated centres); restricting α to
-        range(K_MM) loses nothing because null(K_MM) ⊂ null(K_nM), and it keeps the preconditioner
-        bounded in float32 — the role of the jitter ε M I of Rudi et al. (2017)."""
+        First ``T = chol(K_MM + ε M I)ᵀ`` with ``ε`` = machine epsilon × max diag (Rudi et al. 2017,
+        Alg. 1). If a pivot collapses to the jitter level, K_MM is numerically rank-deficient (UPM on
+        few distinct items, duplicated centres) and ``T⁻¹`` would blow up in float32; then
+        ``T = Λ_r^{1/2} V_rᵀ`` from the eigen-pairs above ``ε M λ_max`` is used instead, restricting α to
+        range(K_MM) — which loses nothing because null(K_MM) ⊂ null(K_nM).
+
+        Returns ``("chol", L)`` (lower, ``T = Lᵀ``) or ``("eig", (Λ_r, V_r))``.
+        """
         M = KMM.shape[0]
+        eps = torch.finfo(KMM.dtype).eps
+        jitter = eps * M * max(1.0, float(KMM.diagonal().abs().max()))
+        L, info = torch.linalg.cholesky_ex(KMM + jitter * torch.eye(M, dtype=KMM.dtype, device=KMM.device))
+        if int(info) == 0 and float(L.diagonal().min()) ** 2 > 100.0 * jitter:
+            return ("chol", L)
         evals, evecs = torch.linalg.eigh(KMM)
-        tol = torch.finfo(KMM.dtype).eps * M * max(float(evals[-1]), 1e-300)
-        keep = evals > tol
-        return evals[keep], evecs[:, keep].contiguous()
+        keep = evals > eps * M * max(float(evals[-1]), 1e-300)
+        return ("eig", (evals[keep], evecs[:, keep].contiguous()))
 
-    def _preconditioner(self, eig, lam: float, d_centres: torch.Tensor | None):
-        """``B = T⁺ A⁻¹`` (M × r) with ``T = Λ_r^{1/2} V_rᵀ`` (so ``TᵀT = K_MM`` on its range) and
-        ``A = chol(T D Tᵀ / M + λ I)`` (Rudi et al. 2017, Sec. 3; D = Hessian weights at the centres)."""
-        evals, V = eig
-        M, r = V.shape
-        sq = evals.sqrt()
-        T = sq[:, None] * V.mT                      # (r, M)
+    def _preconditioner(self, factor, lam: float, d_centres: torch.Tensor | None):
+        """Dense ``B = T⁻¹ A⁻¹`` (M × r) and ``B⁺ = A T`` (r × M) with ``A = chol(T D Tᵀ / M + λ I)``
+        (Rudi et al. 2017, Sec. 3; D = Hessian weights at the centres, identity for the squared loss)."""
+        kind, f = factor
+        if kind == "chol":
+            T = f.mT                                  # upper (M, M)
+            M = r = T.shape[0]
+        else:
+            evals, V = f
+            M, r = V.shape
+            T = evals.sqrt()[:, None] * V.mT          # (r, M)
         TT = T @ T.mT if d_centres is None else (T * d_centres[None, :]) @ T.mT
-        LA = _chol_lower(TT / M + lam * torch.eye(r, dtype=V.dtype, device=V.device), 0.0)
-        # B = V Λ^{-1/2} A⁻¹ with A = L_Aᵀ: solve A X = I by one BLAS-3 triangular solve
-        Ainv = torch.linalg.solve_triangular(LA.mT, torch.eye(r, dtype=V.dtype, device=V.device), upper=True)
-        B = (V / sq[None, :]) @ Ainv                 # (M, r)
-        Binv = LA.mT @ T                             # (r, M): B⁺ on range(K_MM)
-        return B, Binv
+        eye = torch.eye(r, dtype=T.dtype, device=T.device)
+        LA = _chol_lower(TT / M + lam * eye, 0.0)
+        Ainv = torch.linalg.solve_triangular(LA.mT, eye, upper=True)      # BLAS-3, once per solve
+        if kind == "chol":
+            B = torch.linalg.solve_triangular(T, Ainv, upper=True)
+        else:
+            B = (V / evals.sqrt()[None, :]) @ Ainv
+        return B, LA.mT @ T
 
     def _solve(self, op: KnMOperator, KMM, lam, rhs, w=None, d_centres=None, x0=None, eig=None):
         """Solve ``(K_nMᵀ W K_nM / n + λ K_MM) α = rhs`` by preconditioned CG; returns (α, iters)."""
         n = op.n
-        B, Binv = self._preconditioner(eig if eig is not None else self._kmm_eig(KMM), lam, d_centres)
+        B, Binv = self._preconditioner(eig if eig is not None else self._kmm_factor(KMM), lam, d_centres)
         Bt = B.mT.contiguous()
 
         def BHB(u):
@@ -376,7 +391,7 @@ class Falkon:
         KMM = 0.5 * (KMM + KMM.T)
         eig = getattr(op, "_eig", None)
         if eig is None:
-            eig = op._eig = self._kmm_eig(KMM)
+            eig = op._eig = self._kmm_factor(KMM)
         lam = float(self.penalty)
         self.n_iter_ = []
         if self.loss == "squared":

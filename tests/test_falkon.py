@@ -132,3 +132,21 @@ def test_bad_input_and_parameters(reg):
     m = Falkon(k, n_centres=10).fit(X, y)
     with pytest.raises(InvalidInputError):
         m.predict(X[:, :2])
+
+
+def test_rank_deficient_centres_use_the_range_of_kmm():
+    # duplicated centres make K_MM singular: the eigen-based preconditioner keeps the Nyström closed form
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(150, 2, generator=g, dtype=torch.float64)
+    y = torch.sign(X[:, 0])
+    k = lambda a, b: rbf(a, b, torch.tensor([1.0, 1.0], dtype=torch.float64))  # noqa: E731
+    C = torch.cat([X[:20], X[:20]], 0)
+    assert Falkon._kmm_factor(k(C, C))[0] == "eig"
+    assert Falkon._kmm_factor(k(X[:20], X[:20]))[0] == "chol"
+    lam, n = 1e-3, 150
+    m = Falkon(k, penalty=lam, tol=1e-14, max_iter=300).fit(X, y, centres=C)
+    KnM, KMM = k(X, C), k(C, C)
+    alpha = torch.linalg.pinv(KnM.T @ KnM + lam * n * KMM, hermitian=True) @ (KnM.T @ y)
+    np.testing.assert_allclose((KnM @ m.alpha_).numpy(), (KnM @ alpha).numpy(), rtol=1e-6, atol=1e-8)
+    m32 = Falkon(k, penalty=lam, loss="logistic", dtype="float32").fit(X, y, centres=C)
+    assert np.mean(np.sign(m32.predict(X).numpy()) == y.numpy()) > 0.9
