@@ -617,7 +617,10 @@ def run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None, 
                     if bar is not None:
                         bar.set_description("replay (warm-up: waiting for the first models)")
                     tw = time.monotonic()
-                    _wait_warm(scraper, workers, models, refit_models, warmup_timeout_s)
+                    warm_examples = sum(1 if kd == "preference" else _session_pairs(r)
+                                        for kd, r in stream_records[:warmup])
+                    ready = [m for m in refit_models if warm_examples >= int(params.get(m, {}).get("min_train", 50))]
+                    _wait_warm(scraper, workers, models, ready, warmup_timeout_s)
                     warm_wait = time.monotonic() - tw
                     if bar is not None:
                         bar.set_description("replay")
