@@ -27,6 +27,12 @@ Merging per-partition learners (:func:`stream.registry.merge_learners`):
   coefficients are w_k α_k, so Pref-SHAP explains it exactly; parts with different length-scales
   cannot be pooled that way and the part with the most examples is used (logged).
 
+Explanation budgets: data with more than ``EXACT_MAX_PLAYERS`` features have their one-hot groups
+(:func:`feature_groups`) explained as one player each by Pref-SHAP and the distributional values
+(Pref-SHAP then runs in float32); if still wider, sampled
+coalitions (Pref-SHAP) and Monte Carlo (distributional values) within ``COALITION_BUDGET``
+coalition evaluations per call; ShaRP refuses more than 20 features (counted as skipped).
+
 Explainers that only make sense for click sessions carry ``session_only = True``; the explainer
 worker runs them on click-session jobs (``ctx.params["session"]``) and the others on preference
 events.
@@ -51,6 +57,55 @@ log = logging.getLogger(__name__)
 
 _DONE = False
 _LOCK = threading.Lock()
+
+#: Explanation budgets per call, so that wide data (e.g. Pokémon, d = 26) stay bounded in the
+#: stream. Exact enumeration up to EXACT_MAX_PLAYERS players (2^10 = 1024 coalitions); above, Pref-SHAP
+#: samples WIDE_PREFSHAP_COALITIONS unique coalitions (Algorithm 2 of paper 000) and distributional
+#: values use Monte Carlo with about COALITION_BUDGET coalition evaluations (≈ budget / 2d samples).
+EXACT_MAX_PLAYERS = 10
+WIDE_PREFSHAP_COALITIONS = 512
+COALITION_BUDGET = 2048
+
+
+def feature_groups(names) -> dict[str, list[str]]:
+    """One-hot groups by naming convention: ``<group>=<level>`` or ``<group>_<level>`` shared by ≥ 3 features.
+
+    E.g. the Pokémon adapter's ``type_Bug … type_Water`` become one player ``type`` (paper 000,
+    Fig. 4 sums the type indicators' values); names without such a shared prefix stay single players.
+    """
+    by: dict[str, list[str]] = {}
+    for n in names:
+        key = n.split("=", 1)[0] if "=" in n else (n.split("_", 1)[0] if "_" in n else None)
+        if key:
+            by.setdefault(key, []).append(n)
+    return {g: fs for g, fs in by.items() if len(fs) >= 3}
+
+
+def _players(names) -> tuple[list[str], np.ndarray]:
+    """Players (groups for wide data, else features) and their (n_players, d) membership matrix."""
+    groups = feature_groups(names) if len(names) > EXACT_MAX_PLAYERS else {}
+    players, rows, seen = [], [], set()
+    for j, n in enumerate(names):
+        g = next((g for g, fs in groups.items() if n in fs), None)
+        if g is None:
+            r = np.zeros(len(names), bool); r[j] = True
+            players.append(n); rows.append(r)
+        elif g not in seen:
+            seen.add(g)
+            players.append(g); rows.append(np.isin(names, groups[g]))
+    return players, np.array(rows)
+
+
+def _on_features(nu, member: np.ndarray):
+    """A value function of player coalitions (K, P) from one of feature coalitions (K, d)."""
+    return lambda C: nu((np.asarray(C, dtype=np.int64) @ member.astype(np.int64)) > 0)
+
+
+def _dist_options(d: int) -> dict:
+    """method / n_samples for distributional values of a d-player game within the budget."""
+    if d <= EXACT_MAX_PLAYERS:
+        return {"method": "exact"}
+    return {"method": "monte-carlo", "n_samples": max(16, COALITION_BUDGET // (2 * d))}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -182,10 +237,12 @@ def _margin_bernoulli(learner, examples, ctx) -> Explanation:
     names = list(learner.feature_names)
     XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
     margin = getattr(learner, "margins", None) or getattr(learner, "margin")
+    players, member = _players(names)
     out = []
     for xl, xr, ex in zip(XL, XR, examples):
-        nu = pairwise_margin_value_function(margin, xl, xr)
-        out.append(explain_preference(nu, names, random_state=0, data=xl - xr, instance_id=ex.event_id))
+        nu = _on_features(pairwise_margin_value_function(margin, xl, xr), member)
+        out.append(explain_preference(nu, players, random_state=0, data=member.astype(float) @ (xl - xr),
+                                      instance_id=ex.event_id, **_dist_options(len(players))))
     return _stack(out)
 
 
@@ -221,7 +278,8 @@ def _session_categorical(learner, examples, ctx) -> Explanation:
     ids = [str(it.get("id", k)) for k, it in enumerate(s["shown"])]
     target = ids.index(s["clicked"][0]) if s.get("clicked") and s["clicked"][0] in ids else None
     e = explain_choice(_choice_utilities(learner, names), items, items.mean(axis=0), feature_names=names, item_names=ids,
-                       target=target, random_state=0, instance_id=str(s.get("session_id", "")))
+                       target=target, random_state=0, instance_id=str(s.get("session_id", "")),
+                       **_dist_options(len(names)))
     return _tile(e, len(examples))
 
 
@@ -316,7 +374,14 @@ def _prefshap_for(learner, ctx):
     if ps is None:
         names = list(model.feature_names)
         ref = _reference_items(learner, ctx, names, limit=256)
-        ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=256, random_state=0)
+        import torch
+
+        players, _ = _players(names)
+        groups = {p: [n for n, m in zip(names, row) if m] for p, row in zip(*_players(names)) if row.sum() > 1}
+        wide = len(players) > EXACT_MAX_PLAYERS
+        ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=256, random_state=0,
+                      max_coalitions=WIDE_PREFSHAP_COALITIONS if wide else 2048, feature_groups=groups or None,
+                      dtype=torch.float32 if len(names) > EXACT_MAX_PLAYERS else torch.float64)
         _PREFSHAP_CACHE[model] = ps
     return model, ps
 
@@ -351,11 +416,13 @@ def _gpm_bernoulli(learner, examples, ctx) -> Explanation:
     names = list(model.feature_names)
     XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
     U = _contexts(examples, model.context_names) if getattr(model, "context_names", None) else None
+    players, member = _players(names)
     out = []
     for k, ex in enumerate(examples):
         u = None if U is None else U[k:k + 1]
-        nu = (lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0])
-        out.append(explain_preference(nu, names, random_state=0, data=XL[k] - XR[k], instance_id=ex.event_id))
+        nu = _on_features(lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0], member)
+        out.append(explain_preference(nu, players, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
+                                      instance_id=ex.event_id, **_dist_options(len(players))))
     return _stack(out)
 
 

@@ -142,3 +142,19 @@ def test_gpm_merge_is_the_weighted_ensemble():
         assert np.allclose(got, want, rtol=1e-5, atol=1e-8)
     else:  # different length-scales: the part with most examples is used
         assert np.allclose(got, parts[1][0].model.decision_function(A, B))
+
+
+def test_wide_data_group_one_hot_features_into_players():
+    """Pokémon's 18 type indicators are one player; a grouped value function sees whole groups."""
+    from stream import models
+    from stream.adapters import load_dataset
+
+    names = load_dataset("pokemon").feature_names
+    assert models.feature_groups(names) == {"type": [n for n in names if n.startswith("type_")]}
+    assert models.feature_groups(["price", "time", "change", "comfort"]) == {}
+    players, member = models._players(names)
+    assert players == names[:8] + ["type"] and member.sum() == len(names) and member[-1].sum() == 18
+    seen = []
+    nu = models._on_features(lambda C: seen.append(C.copy()) or C.sum(axis=1).astype(float), member)
+    out = nu(np.array([[False] * 8 + [True], [True] + [False] * 8]))
+    assert out.tolist() == [18.0, 1.0] and seen[0].shape == (2, len(names))
