@@ -62,7 +62,8 @@ def run_once(XL, XR, y, U, names, cnames, seed, args):
     both = args.both_orders == "on" or (args.both_orders == "auto" and tr.shape[0] <= 5000)
     common = dict(seed=seed, both_orders=both, max_centres=args.max_centres, dtype=args.dtype, device=args.device,
                   selection_max_train=args.selection_max_train, scoring=args.scoring,
-                  **({"multiplier_grid": tuple(args.multipliers)} if args.multipliers else {}))
+                  **({"multiplier_grid": tuple(args.multipliers)} if args.multipliers else {}),
+                  **({"penalty_grid": tuple(args.penalties)} if args.penalties else {}))
     t0 = time.perf_counter()
     if U is not None:
         gpm = CGPM(names, cnames, **common).fit(XL[tr], XR[tr], y[tr], U[tr], eval_set=(XL[va], XR[va], y[va], U[va]))
@@ -91,6 +92,7 @@ def main(argv=None) -> dict:
     p.add_argument("--both-orders", choices=["on", "off", "auto"], default="auto",
                    help="train on both orders of each pair (identical estimator for skew kernels; auto = on when n_train <= 5000)")
     p.add_argument("--scoring", choices=["auc", "log_loss"], default="auc", help="validation criterion of the grid search")
+    p.add_argument("--penalties", type=float, nargs="*", default=None, help="penalty grid (default 1e-3 ... 1e-7)")
     p.add_argument("--multipliers", type=float, nargs="*", default=None, help="length-scale multiplier grid")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     p.add_argument("--device", default=None)
