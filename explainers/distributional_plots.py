@@ -88,7 +88,7 @@ def plot_transition_heatmap(expl: Explanation, feature=None, *, ax=None, show_di
     plt = _plt()
     if ax is None:
         k = T.shape[0]
-        _, ax = plt.subplots(figsize=(1.2 + 0.55 * k, 0.9 + 0.5 * k))
+        _, ax = plt.subplots(figsize=(max(4.8, 1.2 + 0.55 * k), max(3.6, 0.9 + 0.5 * k)))  # room for labels at k = 2
     shown = T.copy()
     if not show_diagonal:
         shown[np.arange(len(T)), np.arange(len(T))] = np.nan
@@ -102,7 +102,7 @@ def plot_transition_heatmap(expl: Explanation, feature=None, *, ax=None, show_di
     ax.set_title(f"{expl.feature_names[i]}: ι = {1 - stay:.3f}, P(no change) = {stay:.3f}", fontsize=9)
     if path is not None:
         ax.figure.tight_layout()
-        ax.figure.savefig(path, dpi=150)
+        ax.figure.savefig(path, dpi=150, bbox_inches="tight")
     return ax
 
 
@@ -159,5 +159,5 @@ def plot_importance_bars(expl: Explanation, *, ax=None, max_features: int = 20, 
     ax.set_title(expl.method, fontsize=9, pad=28)
     if path is not None:
         ax.figure.tight_layout()
-        ax.figure.savefig(path, dpi=150)
+        ax.figure.savefig(path, dpi=150, bbox_inches="tight")
     return ax

@@ -374,6 +374,7 @@ def monotonicity_matrix(index: SubsetIndex, max_nnz: int = 30_000_000) -> sp.csr
     n = index.n
     half = 1 << (n - 1)
     _check_nnz("monotonicity", n, n * 3 ** (n - 1) if index.full else 0, max_nnz)
+    _check_nnz("monotonicity (subset-pair enumeration)", n, 3 ** (n - 1), 4 * max_nnz)  # before allocating 3**(n-1) pairs
     A, R = _subset_pairs(n - 1)
     rows, cols = [], []
     for i in range(n):
@@ -416,6 +417,7 @@ def supermodularity_matrix(index: SubsetIndex, max_nnz: int = 30_000_000) -> sp.
         return sp.csr_matrix((0, index.d))
     q = 1 << (n - 2)
     _check_nnz("supermodularity", n, math.comb(n, 2) * 3 ** (n - 2) if index.full else 0, max_nnz)
+    _check_nnz("supermodularity (subset-pair enumeration)", n, 3 ** (n - 2), 4 * max_nnz)
     A, R = _subset_pairs(n - 2)
     rows, cols = [], []
     p = 0

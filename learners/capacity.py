@@ -574,6 +574,10 @@ class _CapacityLearner(PreferenceLearner):
 _clip = clip_into
 
 
+#: Largest number of criteria for the matrix-free constraint operator (vectors of 2**n entries).
+MAX_IMPLICIT_N = 20
+
+
 def _is_real(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(float(x))
 
@@ -665,6 +669,11 @@ class CapacityRDA(_CapacityLearner):
                     if constraint_backend == "sparse":
                         raise
             if B is None:
+                if self._index.n > MAX_IMPLICIT_N:
+                    raise BudgetError(
+                        f"ADMM-RDA constraints on n={self._index.n} criteria need O(n·2**n) = "
+                        f"{self._index.n * 2 ** self._index.n:.2e} operations per step and 2**n-long vectors; the limit "
+                        f"is n <= {MAX_IMPLICIT_N}. Drop the constraints (Algorithm 1) or use fewer criteria.")
                 B = ConstraintOperator(self._index, self.constraints)
                 BT = B.T
             self._B, self._BT = B, BT

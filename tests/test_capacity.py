@@ -549,3 +549,16 @@ def test_learn_many_fast_path_equals_learn_one_loop_with_indifferences_and_weigh
     np.testing.assert_allclose(b.gradient_sum, a.gradient_sum, atol=1e-13)
     assert b.n_seen == pytest.approx(w.sum()) and b.version == a.version
     assert b.metrics()["avg_online_loss"] == pytest.approx(a.metrics()["avg_online_loss"], rel=1e-9)
+
+
+def test_constraints_on_too_many_criteria_fail_fast_with_budget_error():
+    """26 criteria with monotonicity: a clear BudgetError at construction, not an out-of-memory kill."""
+    import time
+
+    from learners.capacity import CapacityRDA
+    from learners.exceptions import BudgetError
+
+    t0 = time.perf_counter()
+    with pytest.raises(BudgetError, match="Drop the constraints"):
+        CapacityRDA([f"c{i}" for i in range(26)], k_additive=2, constraints=["monotone"])
+    assert time.perf_counter() - t0 < 5.0
