@@ -92,12 +92,15 @@ def main(argv=None) -> dict:
     p.add_argument("--both-orders", choices=["on", "off", "auto"], default="auto",
                    help="train on both orders of each pair (identical estimator for skew kernels; auto = on when n_train <= 5000)")
     p.add_argument("--scoring", choices=["auc", "log_loss"], default="auc", help="validation criterion of the grid search")
+    p.add_argument("--no-context", action="store_true", help="ignore the context (fit GPM instead of C-GPM)")
     p.add_argument("--penalties", type=float, nargs="*", default=None, help="penalty grid (default 1e-3 ... 1e-7)")
     p.add_argument("--multipliers", type=float, nargs="*", default=None, help="length-scale multiplier grid")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     p.add_argument("--device", default=None)
     args = p.parse_args(argv)
     XL, XR, y, U, names, cnames = load(args.dataset)
+    if args.no_context:
+        U, cnames = None, None
     print(f"# {args.dataset}: {y.shape[0]} pairs, d={XL.shape[1]}, context={0 if U is None else U.shape[1]}, "
           f"model={'C-GPM' if U is not None else 'GPM'} vs UPM; targets (paper 000 Table 3) gpm={TARGETS[args.dataset][0]} upm={TARGETS[args.dataset][1]}")
     rows = []
