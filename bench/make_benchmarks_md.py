@@ -1,0 +1,63 @@
+"""Assemble BENCHMARKS.md from the per-area results in bench/results/*.md.
+
+Each benchmark script writes its own ``bench/results/<area>.md`` (what was measured, against which
+anchor, the ratio, the command to reproduce) and ``.txt`` (raw output). This script only stitches
+them together in a fixed order under a table of the final ``key=value`` lines.
+
+    python bench/make_benchmarks_md.py      # rewrites BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+ORDER = [
+    ("stream", "Streaming spine: learner worker throughput vs kafka-python", "bench/stream_throughput.py"),
+    ("capacity", "Capacity learning: RDA / ADMM-RDA / FOBOS / LP (paper 002, Section 5)", "bench/capacity_paper.py, bench/capacity_mcda.py"),
+    ("gpm", "GPM vs UPM (paper 000, Table 3)", "bench/gpm_paper.py"),
+    ("falkon", "FALKON scaling vs a dense exact solver", "bench/falkon_scaling.py"),
+    ("prefshap", "Pref-SHAP (paper 000, Section 4)", "bench/prefshap_paper.py"),
+    ("sharp", "ShaRP vs xai-sharp (paper 001)", "bench/sharp_vs_xai_sharp.py"),
+    ("distributional", "Distributional values: closed form vs Monte Carlo (paper 003)", "bench/distributional.py"),
+    ("mainjob", "The main job on the Pokémon stream", "bench/mainjob.py"),
+]
+
+
+def _last_kv_line(txt: Path) -> str:
+    if not txt.is_file():
+        return "(not run)"
+    lines = [ln.strip() for ln in txt.read_text(encoding="utf-8", errors="replace").splitlines()
+             if "=" in ln and " " in ln.strip() and not ln.lstrip().startswith("#")]
+    return lines[-1] if lines else "(no key=value line)"
+
+
+def main() -> None:
+    out = ["# Benchmarks", "",
+           "Speed and quality measured side by side against an anchor (the paper's numbers, a reference library, "
+           "or a dense exact solver) in one run, reported as ratios. All figures were measured on the project's "
+           "2-core, no-GPU machine, often while other jobs shared it: read times as upper bounds. Each section "
+           "names the command that reproduces it; raw outputs are in `bench/results/*.txt`. Regenerate this page "
+           "with `python bench/make_benchmarks_md.py`.", "",
+           "| area | script | last line |", "|---|---|---|"]
+    for area, title, script in ORDER:
+        out.append(f"| [{title}](#{area}) | `{script}` | `{_last_kv_line(RESULTS / (area + '.txt'))}` |")
+    out.append("")
+    for area, title, _ in ORDER:
+        md = RESULTS / f"{area}.md"
+        out += [f'<a id="{area}"></a>', ""]
+        if not md.is_file():
+            out += [f"## {title}", "", "Not run yet.", ""]
+            continue
+        text = md.read_text(encoding="utf-8")
+        # figures are referenced relative to bench/results/
+        text = text.replace("](", "](bench/results/").replace("](bench/results/http", "](http") \
+                   .replace("](bench/results/#", "](#").replace("](bench/results/../../", "](")
+        out += [text.rstrip(), ""]
+    (ROOT / "BENCHMARKS.md").write_text("\n".join(out) + "\n", encoding="utf-8")
+    print(f"wrote {ROOT / 'BENCHMARKS.md'}")
+
+
+if __name__ == "__main__":
+    main()
