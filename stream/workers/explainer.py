@@ -299,11 +299,11 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
         app.prefstream_follower_tasks = [asyncio.ensure_future(models_follower.run()),
                                          asyncio.ensure_future(items_follower.run())]
 
-    @app.agent(topics["preferences"], name="prefstream-explain-sample")
-    async def sample(stream):
+    async def sample_into_queue(stream, to_job) -> None:
+        """Sampled jobs never wait: a full queue drops the job and counts it (learning never blocks)."""
         await items_follower.caught_up.wait()
         async for value in stream:
-            job = core.on_preference(value)
+            job = to_job(value)
             if job is None:
                 continue
             try:
@@ -311,17 +311,13 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
             except asyncio.QueueFull:
                 core.metrics.explanations_skipped.labels(reason="backlog").inc()
 
+    @app.agent(topics["preferences"], name="prefstream-explain-sample")
+    async def sample(stream):
+        await sample_into_queue(stream, core.on_preference)
+
     @app.agent(topics["clicks"], name="prefstream-explain-sessions")
     async def sessions(stream):
-        await items_follower.caught_up.wait()
-        async for value in stream:
-            job = core.on_click(value)
-            if job is None:
-                continue
-            try:
-                queue().put_nowait(job)
-            except asyncio.QueueFull:
-                core.metrics.explanations_skipped.labels(reason="backlog").inc()
+        await sample_into_queue(stream, core.on_click)
 
     @app.agent(topics["explain_requests"], name="prefstream-explain-requests")
     async def requests(stream):
