@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from learners.base import PreferenceLearner, check_outcome, dict_to_array
-from learners.exceptions import InvalidInputError, SnapshotError, check_param
+from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
 
 __all__ = ["RefittingCGPM", "RefittingGPM"]
 
@@ -229,6 +229,20 @@ class RefittingGPM(PreferenceLearner):
         """g(x_left, x_right[, context]) from the current fitted model; 0.0 before the first fit."""
         xl, xr, u = self._arrays(x_left, x_right, context)
         return self._margin(self._model, xl, xr, u)
+
+    def predict_proba_one(self, x_left, x_right, context=None) -> dict[int, float]:
+        """``{+1: σ(g), -1: 1 − σ(g)}`` from the current fitted model.
+
+        Raises
+        ------
+        NotFittedError
+            Before the first refit: there is no probability to report yet (the worker's progressive
+            validation skips such events instead of scoring a constant 0.5).
+        """
+        if self._model is None:
+            raise NotFittedError(f"{type(self).__name__} has not been refitted yet ({self._len} pairs stored, "
+                                 f"min_train={self.min_train}).")
+        return super().predict_proba_one(x_left, x_right, context)
 
     # ------------------------------------------------------------ refit protocol
     def wants_refit(self) -> bool:

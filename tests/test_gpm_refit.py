@@ -159,3 +159,14 @@ def test_bad_input_and_parameters():
         RefittingGPM(["f0"], window="fifo")
     with pytest.raises(InvalidParameterError):
         RefittingCGPM(["f0"], [])
+
+
+def test_no_probability_before_the_first_refit():
+    """Progressive validation must not score a constant 0.5 before any model exists."""
+    from learners.exceptions import NotFittedError
+    from learners.refit import RefittingGPM
+
+    m = RefittingGPM(["a"], refit_every=None, min_train=10, drift=False)
+    with pytest.raises(NotFittedError, match="not been refitted"):
+        m.predict_proba_one({"a": 1.0}, {"a": 0.0})
+    assert m.margin_one({"a": 1.0}, {"a": 0.0}) == 0.0
