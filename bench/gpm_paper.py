@@ -37,8 +37,16 @@ from learners.gpm import CGPM, GPM, UPM, roc_auc  # noqa: E402
 TARGETS = {"synthetic": (0.98, 0.71), "chameleon": (0.92, 0.80), "pokemon": (0.86, 0.82), "tennis": (0.58, 0.52)}
 
 
-def load(name: str, seed: int = 0):
-    """Return (XL, XR, y, U or None, feature_names, context_names or None)."""
+def load(name: str, seed: int = 0, prev_wins: bool = False):
+    """Return (XL, XR, y, U or None, feature_names, context_names or None).
+
+    ``prev_wins`` (chameleons only, a diagnostic): append each contestant's contest-specific
+    ``prev_wins_1``, ``prev_wins_2``, ``prev_wins_all`` (wins before this contest, from
+    ``chameleons_contests.csv``) to its 7 morphological predictors. The paper's Table 2 lists 19 binary
+    chameleon features besides the 7 continuous ones without saying what they are; these three
+    contest-level covariates are the only other ones in the data (Stuart-Fox et al. 2006 found
+    ``prev.wins.2`` the strongest predictor).
+    """
     if name == "synthetic":
         from bench.synthetic_cluster import make_synthetic_cluster
 
@@ -51,7 +59,22 @@ def load(name: str, seed: int = 0):
     ds = loader(data_dir)
     X = np.asarray(ds.item_features, dtype=np.float64)
     U = None if ds.context is None else np.asarray(ds.context, dtype=np.float64)
-    return X[ds.left], X[ds.right], np.asarray(ds.outcome), U, list(ds.feature_names), (None if U is None else list(ds.context_names))
+    XL, XR, y, names = X[ds.left], X[ds.right], np.asarray(ds.outcome), list(ds.feature_names)
+    if prev_wins and name == "chameleon":
+        import csv
+
+        with open(Path(data_dir) / "chameleons" / "chameleons_contests.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        if len(rows) != y.shape[0]:
+            raise ValueError(f"contests file has {len(rows)} rows, loader returned {y.shape[0]} pairs")
+        cols = ["prev_wins_1", "prev_wins_2", "prev_wins_all"]
+        W = np.array([[float(r["winner_" + c]) for c in cols] for r in rows])
+        L = np.array([[float(r["loser_" + c]) for c in cols] for r in rows])
+        left_won = (y > 0)[:, None]
+        XL = np.concatenate([XL, np.where(left_won, W, L)], 1)
+        XR = np.concatenate([XR, np.where(left_won, L, W)], 1)
+        names = names + cols
+    return XL, XR, y, U, names, (None if U is None else list(ds.context_names))
 
 
 def run_once(XL, XR, y, U, names, cnames, seed, args):
@@ -62,6 +85,7 @@ def run_once(XL, XR, y, U, names, cnames, seed, args):
     both = args.both_orders == "on" or (args.both_orders == "auto" and tr.shape[0] <= 5000)
     common = dict(seed=seed, both_orders=both, max_centres=args.max_centres, dtype=args.dtype, device=args.device,
                   selection_max_train=args.selection_max_train, scoring=args.scoring,
+                  selection=args.selection, cv_folds=args.cv_folds,
                   **({"multiplier_grid": tuple(args.multipliers)} if args.multipliers else {}),
                   **({"penalty_grid": tuple(args.penalties)} if args.penalties else {}))
     t0 = time.perf_counter()
@@ -79,7 +103,8 @@ def run_once(XL, XR, y, U, names, cnames, seed, args):
     res = {"auc_gpm": roc_auc(yt[strict], g[strict]), "auc_upm": roc_auc(yt[strict], gu[strict]),
            "acc_gpm": float(np.mean(np.sign(g[strict]) == yt[strict])), "acc_upm": float(np.mean(np.sign(gu[strict]) == yt[strict])),
            "fit_s": fit_s, "n_train": int(gpm.n_train_), "M": int(gpm.alpha_.shape[0]),
-           "gpm_hp": (gpm.penalty_, gpm.multiplier_), "upm_hp": (upm.penalty_, upm.multiplier_), "both_orders": both}
+           "gpm_hp": (gpm.penalty_, gpm.multiplier_), "upm_hp": (upm.penalty_, upm.multiplier_), "both_orders": both,
+           "selection": gpm.selection_}
     return res
 
 
@@ -92,24 +117,29 @@ def main(argv=None) -> dict:
     p.add_argument("--both-orders", choices=["on", "off", "auto"], default="auto",
                    help="train on both orders of each pair (identical estimator for skew kernels; auto = on when n_train <= 5000)")
     p.add_argument("--scoring", choices=["auc", "log_loss"], default="auc", help="validation criterion of the grid search")
+    p.add_argument("--selection", choices=["auto", "holdout", "cv"], default="auto",
+                   help="hyper-parameter selection: hold-out AUC on the validation split, or k-fold CV on train+validation "
+                        "(auto = cv below 2000 training pairs; the test split is never used)")
+    p.add_argument("--cv-folds", type=int, default=5)
+    p.add_argument("--prev-wins", action="store_true", help="chameleons: add the contest-level prev_wins_* covariates (diagnostic)")
     p.add_argument("--no-context", action="store_true", help="ignore the context (fit GPM instead of C-GPM)")
     p.add_argument("--penalties", type=float, nargs="*", default=None, help="penalty grid (default 1e-3 ... 1e-7)")
     p.add_argument("--multipliers", type=float, nargs="*", default=None, help="length-scale multiplier grid")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     p.add_argument("--device", default=None)
     args = p.parse_args(argv)
-    XL, XR, y, U, names, cnames = load(args.dataset)
+    XL, XR, y, U, names, cnames = load(args.dataset, prev_wins=args.prev_wins)
     if args.no_context:
         U, cnames = None, None
     print(f"# {args.dataset}: {y.shape[0]} pairs, d={XL.shape[1]}, context={0 if U is None else U.shape[1]}, "
-          f"model={'C-GPM' if U is not None else 'GPM'} vs UPM; targets (paper 000 Table 3) gpm={TARGETS[args.dataset][0]} upm={TARGETS[args.dataset][1]}")
+          f"model={'C-GPM' if U is not None else 'GPM'} vs UPM; selection={args.selection}; targets (paper 000 Table 3) gpm={TARGETS[args.dataset][0]} upm={TARGETS[args.dataset][1]}")
     rows = []
     for r in range(args.runs):
         res = run_once(XL, XR, y, U, names, cnames, r, args)
         rows.append(res)
         print(f"run={r} auc_gpm={res['auc_gpm']:.4f} auc_upm={res['auc_upm']:.4f} acc_gpm={res['acc_gpm']:.4f} "
               f"acc_upm={res['acc_upm']:.4f} fit_s={res['fit_s']:.2f} n_train={res['n_train']} M={res['M']} "
-              f"gpm(lambda,mult)={res['gpm_hp']} upm(lambda,mult)={res['upm_hp']} both_orders={res['both_orders']}", flush=True)
+              f"gpm(lambda,mult)={res['gpm_hp']} upm(lambda,mult)={res['upm_hp']} both_orders={res['both_orders']} selection={res['selection']}", flush=True)
     keys = ["auc_gpm", "auc_upm", "acc_gpm", "acc_upm", "fit_s"]
     mean = {k: float(np.mean([r[k] for r in rows])) for k in keys}
     std = {k: float(np.std([r[k] for r in rows])) for k in keys}

@@ -24,6 +24,17 @@ at most ``selection_max_train`` training pairs; the final model is then fitted o
 pairs (not the validation pairs) at the selected ``(λ, m)``. This differs from the paper, which tuned
 kernel hyper-parameters by gradient descent (its ref. [43], Meanti et al. 2022).
 
+On small data a 10 % hold-out holds a handful of pairs (≈ 10 contests for the chameleons of paper 000,
+Table 3), so its AUC is mostly noise. ``selection="cv"`` replaces it by **k-fold cross-validation**:
+the training pairs (plus the ``eval_set`` pairs, if given) are cut into ``cv_folds`` folds by a
+permutation drawn from ``np.random.default_rng(seed)``; for every fold and multiplier the penalty path
+is fitted on the other folds and scored on the held-out fold; the grid point with the best **mean fold
+ROC AUC** wins (ties: smaller mean log loss), and the final model is fitted on all training pairs
+(``eval_set`` pairs are used for selection only). ``selection="auto"`` uses CV when fewer than
+``cv_max_train`` (default 2,000) strict training pairs remain, else the hold-out. The default stays
+``"holdout"`` (the stream refit of :mod:`learners.refit` reports its hold-out AUC and size); the
+benchmark ``bench/gpm_paper.py`` uses ``"auto"``.
+
 Pairs and outcomes: ``y = +1`` means the left item is preferred, ``−1`` the right one. Indifferent
 outcomes ``y = 0`` are **dropped** (the likelihood (2) has no draws; paper 000 footnote 1). With
 ``both_orders=True`` every pair is also added swapped with the opposite label. Because all three
@@ -101,6 +112,7 @@ class _PairModel:
                  multiplier_grid: Sequence[float] = (0.5, 1.0, 2.0),
                  n_centres: int | None = None, centre_factor: float = 10.0, max_centres: int = 2000,
                  validation_fraction: float = 0.1, selection_max_train: int = 10000, scoring: str = "auc",
+                 selection: str = "holdout", cv_folds: int = 5, cv_max_train: int = 2000,
                  both_orders: bool = True, dtype: str = "float64", device: str | None = None, seed: int = 0,
                  max_iter: int = 25, tol: float = 1e-7, newton_final: int = 3, block_size: int | None = None,
                  cache_bytes: int = 512 * 2**20):
@@ -116,6 +128,9 @@ class _PairModel:
         self.validation_fraction = validation_fraction
         self.selection_max_train = selection_max_train
         self.scoring = scoring
+        self.selection = selection
+        self.cv_folds = cv_folds
+        self.cv_max_train = cv_max_train
         self.both_orders = both_orders
         self.dtype = dtype
         self.device = device
@@ -136,6 +151,9 @@ class _PairModel:
         check_param(o, "multiplier_grid", self.multiplier_grid, len(self.multiplier_grid) > 0 and all(m > 0 for m in self.multiplier_grid), "a non-empty sequence of positive floats")
         check_param(o, "validation_fraction", self.validation_fraction, 0.0 <= self.validation_fraction < 1.0, "a float in the range [0, 1)")
         check_param(o, "scoring", self.scoring, self.scoring in ("auc", "log_loss"), "one of 'auc', 'log_loss'")
+        check_param(o, "selection", self.selection, self.selection in ("auto", "holdout", "cv"), "one of 'auto', 'holdout', 'cv'")
+        check_param(o, "cv_folds", self.cv_folds, isinstance(self.cv_folds, int) and not isinstance(self.cv_folds, bool) and self.cv_folds >= 2, "an int >= 2")
+        check_param(o, "cv_max_train", self.cv_max_train, isinstance(self.cv_max_train, int) and self.cv_max_train >= 0, "an int >= 0")
         check_param(o, "dtype", self.dtype, self.dtype in ("float32", "float64"), "'float32' or 'float64'")
         check_param(o, "max_centres", self.max_centres, isinstance(self.max_centres, int) and self.max_centres >= 1, "an int >= 1")
 
@@ -246,6 +264,13 @@ class _PairModel:
 
         rng = np.random.default_rng(self.seed)
         auto = self.penalty == "auto" or self.lengthscale_multiplier == "auto"
+        pens = sorted(self.penalty_grid, reverse=True) if self.penalty == "auto" else [float(self.penalty)]
+        mults = list(self.multiplier_grid) if self.lengthscale_multiplier == "auto" else [float(self.lengthscale_multiplier)]
+        searching = auto and (len(pens) > 1 or len(mults) > 1)
+        n_strict = int(y.shape[0])
+        use_cv = searching and (self.selection == "cv" or (self.selection == "auto" and n_strict < self.cv_max_train))
+        use_cv = use_cv and n_strict >= 2 * self.cv_folds
+        self.selection_ = "cv" if use_cv else ("holdout" if searching else "none")
         tr_idx = np.arange(y.shape[0])
         val = None
         if auto:
@@ -256,16 +281,17 @@ class _PairModel:
                 kv = yv != 0
                 val = ((XLv[kv] - self.scaler_mean_) / self.scaler_scale_, (XRv[kv] - self.scaler_mean_) / self.scaler_scale_,
                        None if Uv is None else (Uv[kv] - self.context_mean_) / self.context_scale_, yv[kv].astype(np.float64))
-            elif self.validation_fraction > 0 and y.shape[0] >= 10:
+            elif self.validation_fraction > 0 and y.shape[0] >= 10 and not use_cv:
                 perm = rng.permutation(y.shape[0])
                 nv = max(1, int(round(self.validation_fraction * y.shape[0])))
                 vi, tr_idx = np.sort(perm[:nv]), np.sort(perm[nv:])
                 val = (XLs[vi], XRs[vi], None if Us is None else Us[vi], y[vi])
-        pens = sorted(self.penalty_grid, reverse=True) if self.penalty == "auto" else [float(self.penalty)]
-        mults = list(self.multiplier_grid) if self.lengthscale_multiplier == "auto" else [float(self.lengthscale_multiplier)]
         self.cv_results_ = []
         best = (pens[-1], mults[0])
-        if val is not None and (len(pens) > 1 or len(mults) > 1):
+        cv_best_auc = float("nan")
+        if use_cv:
+            best, cv_best_auc = self._select_cv(XLs, XRs, Us, y, val, pens, mults, rng)
+        elif val is not None and searching:
             sel = tr_idx
             if sel.shape[0] > self.selection_max_train:
                 sel = np.sort(rng.choice(sel, self.selection_max_train, replace=False))
@@ -285,10 +311,56 @@ class _PairModel:
                               self.multiplier_, val, keep_model=True)
         self.val_auc_ = path[-1][1] if val is not None else float("nan")
         self.val_log_loss_ = path[-1][2] if val is not None else float("nan")
+        if use_cv and val is None:  # no separate validation pairs: report the mean fold AUC of the selected point
+            self.val_auc_ = cv_best_auc
+            self.val_log_loss_ = next(r["val_log_loss"] for r in self.cv_results_ if (r["penalty"], r["multiplier"]) == best)
         self.n_train_ = int(tr_idx.shape[0])
         self.fit_time_ = time.perf_counter() - t0
         self.model_version = getattr(self, "model_version", 0) + 1
         return self
+
+    def _select_cv(self, XLs, XRs, Us, y, val, pens, mults, rng):
+        """K-fold cross-validated choice of ``(λ, m)`` on small data; returns ``((λ, m), mean fold AUC)``.
+
+        The pool is the (scaled, strict) training pairs plus, if given, the ``eval_set`` pairs ``val``;
+        it is cut into ``cv_folds`` folds by a permutation from ``rng`` (deterministic given ``seed``).
+        For every fold and multiplier the penalty path is fitted on the other folds and scored on the
+        held-out fold; the grid point with the best mean fold ROC AUC wins (ties: smaller mean log
+        loss; with ``scoring="log_loss"`` the order of the two keys is swapped). Fills ``cv_results_``
+        with one dict per grid point (mean and per-fold ``val_auc`` / ``val_log_loss``).
+        """
+        PL, PR, PU, Py = XLs, XRs, Us, y
+        if val is not None:
+            PL, PR, Py = np.concatenate([XLs, val[0]]), np.concatenate([XRs, val[1]]), np.concatenate([y, val[3]])
+            PU = None if Us is None else np.concatenate([Us, val[2]])
+        n = Py.shape[0]
+        perm = rng.permutation(n)
+        if n > self.selection_max_train:
+            perm = perm[:self.selection_max_train]
+        folds = np.array_split(perm, self.cv_folds)
+        scores = {(lam, m): ([], []) for m in mults for lam in pens}
+        for f in range(self.cv_folds):
+            vi = np.sort(folds[f])
+            ti = np.sort(np.concatenate([folds[j] for j in range(self.cv_folds) if j != f]))
+            fval = (PL[vi], PR[vi], None if PU is None else PU[vi], Py[vi])
+            for m in mults:
+                for lam, auc, ll in self._fit_path(PL[ti], PR[ti], None if PU is None else PU[ti], Py[ti], pens, m, fval):
+                    scores[(lam, m)][0].append(auc)
+                    scores[(lam, m)][1].append(ll)
+        best_key, best, best_auc = None, (pens[-1], mults[0]), float("nan")
+        for m in mults:
+            for lam in pens:
+                aucs, lls = scores[(lam, m)]
+                fin = [a for a in aucs if np.isfinite(a)]
+                auc = float(np.mean(fin)) if fin else float("nan")
+                ll = float(np.mean(lls))
+                self.cv_results_.append({"penalty": lam, "multiplier": m, "val_auc": auc, "val_log_loss": ll,
+                                         "fold_auc": list(aucs), "fold_log_loss": list(lls)})
+                a_key = -(auc if np.isfinite(auc) else -1.0)
+                key = (a_key, ll) if self.scoring == "auc" else (ll, a_key)
+                if best_key is None or key < best_key:
+                    best_key, best, best_auc = key, (lam, m), auc
+        return best, best_auc
 
     def _fit_path(self, XLs, XRs, Us, y, pens, mult, val, keep_model=False):
         """Fit along decreasing penalties ``pens`` (warm starts); returns [(λ, val_auc, val_log_loss)]."""
@@ -421,7 +493,7 @@ class GPM(_PairModel):
         Item feature names (column order); default ``x0, x1, ...``.
     loss : {"logistic", "squared"}, default="logistic"
     penalty : float or "auto", default="auto"
-        λ of the FALKON objective; "auto" → hold-out search over ``penalty_grid``.
+        λ of the FALKON objective; "auto" → search over ``penalty_grid`` (see ``selection``).
     lengthscale_multiplier : float or "auto", default="auto"
         ``m`` in ``ℓ_j = m · median_j · √d``; "auto" → search over ``multiplier_grid``.
     n_centres : int, optional
@@ -430,6 +502,10 @@ class GPM(_PairModel):
         Hold-out share when no ``eval_set`` is passed to :meth:`fit`.
     selection_max_train : int, default=10000
         Training pairs used during the grid search (final fit uses all).
+    selection : {"holdout", "cv", "auto"}, default="holdout"
+        How ``(λ, m)`` are chosen: hold-out AUC, mean ``cv_folds``-fold AUC, or CV below
+        ``cv_max_train`` strict training pairs and hold-out above (see the module docstring).
+    cv_folds : int, default=5;  cv_max_train : int, default=2000
     both_orders : bool, default=True
         Also train on every pair swapped with the opposite label.
     dtype : {"float64", "float32"};  device : torch device string, e.g. "cuda";  seed : int
@@ -440,8 +516,10 @@ class GPM(_PairModel):
     lengthscales_ : ndarray (d,)
     centres_left_, centres_right_ : ndarray (M, d), scaled space
     alpha_ : ndarray (M,)
-    penalty_, multiplier_ : selected hyper-parameters;  cv_results_ : list of dicts
-    val_auc_ : float;  n_train_ : int;  model_version : int;  fit_time_ : float (s)
+    penalty_, multiplier_ : selected hyper-parameters;  selection_ : "holdout", "cv" or "none"
+    cv_results_ : list of dicts, one per grid point (``val_auc``, ``val_log_loss``; with CV their
+        means over folds plus ``fold_auc`` / ``fold_log_loss`` lists)
+    val_auc_ : float (hold-out/eval_set AUC; with CV and no eval_set the mean fold AUC);  n_train_ : int;  model_version : int;  fit_time_ : float (s)
 
     Examples
     --------

@@ -158,3 +158,66 @@ def test_bad_input_raises(duels):
     m.fit(A, B, y)
     with pytest.raises(InvalidInputError):
         m.decision_function(A[:, :2], B[:, :2])
+
+
+def test_cv_selection_is_deterministic_and_picks_best_mean_fold_auc(duels):
+    A, B, y = duels
+    kw = dict(penalty_grid=(1e-2, 1e-4, 1e-6), multiplier_grid=(0.5, 2.0), selection="cv", cv_folds=4)
+    m1 = GPM(seed=3, **kw).fit(A[:160], B[:160], y[:160])
+    m2 = GPM(seed=3, **kw).fit(A[:160], B[:160], y[:160])
+    assert m1.selection_ == "cv" and m1.n_train_ == 160  # no pair is held out of the final fit
+    assert len(m1.cv_results_) == 6 and all(len(r["fold_auc"]) == 4 for r in m1.cv_results_)
+    for r1, r2 in zip(m1.cv_results_, m2.cv_results_):
+        assert r1["fold_auc"] == r2["fold_auc"] and r1["fold_log_loss"] == r2["fold_log_loss"]
+    np.testing.assert_array_equal(m1.alpha_, m2.alpha_)
+    # the chosen grid point has the best mean fold AUC (ties: smaller mean fold log loss)
+    for r in m1.cv_results_:
+        assert r["val_auc"] == pytest.approx(np.mean(r["fold_auc"]), abs=1e-12)
+        assert r["val_log_loss"] == pytest.approx(np.mean(r["fold_log_loss"]), abs=1e-12)
+    best = max(m1.cv_results_, key=lambda r: (r["val_auc"], -r["val_log_loss"]))
+    assert (best["penalty"], best["multiplier"]) == (m1.penalty_, m1.multiplier_)
+    assert m1.val_auc_ == pytest.approx(best["val_auc"])
+    # the folds depend on the seed: another seed gives other fold scores
+    m3 = GPM(seed=4, **kw).fit(A[:160], B[:160], y[:160])
+    assert [r["fold_auc"] for r in m3.cv_results_] != [r["fold_auc"] for r in m1.cv_results_]
+    # the selected model is a real fit: it predicts held-out intransitive duels well
+    assert roc_auc(y[200:], m1.decision_function(A[200:], B[200:])) > 0.8
+
+
+def test_cv_fold_score_matches_an_explicit_refit(duels):
+    """Oracle for one fold: refit the same (λ, m) on the other folds by hand and score the held-out fold."""
+    A, B, y = duels
+    n, k, seed = 120, 3, 5
+    kw = dict(penalty_grid=(1e-3, 1e-5), multiplier_grid=(1.0,), selection="cv", cv_folds=k, loss="squared", tol=1e-12,
+              max_iter=200, seed=seed)
+    m = GPM(**kw).fit(A[:n], B[:n], y[:n])
+    folds = np.array_split(np.random.default_rng(seed).permutation(n), k)
+    vi = np.sort(folds[0])
+    ti = np.sort(np.concatenate(folds[1:]))
+    XLs, XRs = m.transform(A[:n]), m.transform(B[:n])
+    for lam in (1e-3, 1e-5):
+        # exact Nyström KRR (squared loss) with all training pairs of the fold as centres and both orders
+        ZL, ZR = np.concatenate([XLs[ti], XRs[ti]]), np.concatenate([XRs[ti], XLs[ti]])
+        yy = np.concatenate([y[ti], -y[ti]]).astype(float)
+        K = pref_kernel(ZL, ZR, XLs[ti], XRs[ti], m.lengthscales_)
+        Kmm = pref_kernel(XLs[ti], XRs[ti], XLs[ti], XRs[ti], m.lengthscales_)
+        N = yy.shape[0]
+        alpha = np.linalg.lstsq(K.T @ K + lam * N * Kmm, K.T @ yy, rcond=None)[0]
+        g = pref_kernel(XLs[vi], XRs[vi], XLs[ti], XRs[ti], m.lengthscales_) @ alpha
+        r = next(r for r in m.cv_results_ if r["penalty"] == lam)
+        assert r["fold_auc"][0] == pytest.approx(roc_auc(y[vi], g), abs=1e-9)
+
+
+def test_selection_auto_switches_on_size(duels):
+    A, B, y = duels
+    kw = dict(penalty_grid=(1e-3, 1e-5), multiplier_grid=(1.0,), selection="auto")
+    assert GPM().selection == "holdout"  # the library default is unchanged (the stream refit relies on it)
+    small = GPM(cv_max_train=1000, **kw).fit(A[:200], B[:200], y[:200])
+    large = GPM(cv_max_train=100, **kw).fit(A[:200], B[:200], y[:200])
+    assert small.selection_ == "cv" and small.n_train_ == 200
+    assert large.selection_ == "holdout" and large.n_train_ == 180 and "fold_auc" not in large.cv_results_[0]
+    assert GPM(penalty=1e-4, lengthscale_multiplier=1.0).fit(A[:50], B[:50], y[:50]).selection_ == "none"
+    with pytest.raises(InvalidParameterError):
+        GPM(selection="kfold").fit(A, B, y)
+    with pytest.raises(InvalidParameterError):
+        GPM(cv_folds=1).fit(A, B, y)
