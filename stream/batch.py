@@ -47,7 +47,7 @@ class BatchResult:
     def summary(self) -> dict:
         """JSON-able summary for :func:`stream.report.write_report`."""
         out: dict[str, Any] = {"records": self.records, "dead_letters": self.dead_letters, "seconds": round(self.seconds, 2),
-                               "refits": self.refits}
+                               "refits": self.refits, "explanations": sum(self.explanations.values())}
         for m, n in self.learned.items():
             out[f"learned[{m}]"] = n
         for m, v in self.final.items():
@@ -119,8 +119,12 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     if kind not in ("preference", "click"):
         raise InvalidParameterError(f"The 'kind' parameter of run_batch must be 'preference' or 'click'. Got {kind!r} instead.")
     inp, out = Path(input_path), Path(output_path)
-    if not inp.is_file():
+    if not inp.exists():
         raise InvalidParameterError(f"Input file {str(inp)!r} does not exist.")
+    if not inp.is_file():
+        raise InvalidParameterError(f"Input {str(inp)!r} is not a file; pass a .jsonl or .csv file.")
+    if out.is_dir():
+        raise InvalidParameterError(f"Output {str(out)!r} is a directory; pass a file path such as {str(out / 'explanations.jsonl')!r}.")
     settings = settings or Settings.load()
     registry.models()  # registers the built-ins
     learner = LearnerCore(settings)
@@ -154,7 +158,11 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         for name, (acc, _ll, auc) in learner.progressive.items():
             res.progress.append({"events": n, "model": name, "accuracy": _get(acc), "roc_auc": _get(auc)})
 
-    with open(out, "w", encoding="utf-8") as fo, open(dead_path, "w", encoding="utf-8") as fd:
+    try:
+        fo, fd = open(out, "w", encoding="utf-8"), open(dead_path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise InvalidParameterError(f"Cannot write the output {str(out)!r}: {exc.strerror}. Choose a writable file path.") from None
+    with fo, fd:
         bar = tqdm(total=total, disable=not progress, unit="rec", desc=f"prefstream run {inp.name}")
         for offset, (_line, raw) in enumerate(_raw_records(inp, kind)):
             res.records += 1
@@ -164,6 +172,8 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
             if learner.snapshot_due(st):
                 publish()
             job = explainer.on_click(raw) if kind == "click" else explainer.on_preference(raw)
+            if job is not None and (st.since_snapshot > 0 or st.force) and any(m not in explainer.parts for m in st.slots):
+                publish()  # a model not published yet: snapshot now rather than skip the event (short files)
             if job is not None:
                 plan = explainer.plan(job)
                 if plan:
@@ -185,14 +195,28 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     for name, slot in st.slots.items():
         res.learned[name] = slot.count
         acc, ll, auc = learner.progressive[name]
+        scored = getattr(acc, "n", None) if hasattr(acc, "n") else None
         res.final[name] = {"accuracy": _get(acc), "log_loss": _get(ll), "roc_auc": _get(auc)}
+        if slot.count == 0 or scored == 0:
+            res.final[name] = {k: None for k in res.final[name]}
     res.refits = int(sum(getattr(s.learner, "model_version", 0) or 0 for s in st.slots.values()
                          if hasattr(s.learner, "refit")))
     res.seconds = time.perf_counter() - t0
+    for name, n in res.learned.items():
+        if n == 0:
+            log.warning("model %r learned no event (see %s for why)", name, dead_path)
+    if not res.explanations:
+        log.warning("no explanation was produced: raise --sample-rate (now %s) or check the dead letters in %s",
+                    settings.explain_sample_rate, dead_path)
     if report_dir is not None:
         from stream.report import write_report
 
-        write_report(report_dir, {"input": str(inp), **res.summary()}, all_records)
+        rd = Path(report_dir)
+        rd.mkdir(parents=True, exist_ok=True)
+        with open(rd / "records.jsonl", "w", encoding="utf-8") as fh:  # `prefstream report` rebuilds from it
+            for rec in all_records:
+                fh.write(json.dumps(rec) + "\n")
+        write_report(rd, {"input": str(inp), **res.summary()}, all_records)
     return res
 
 

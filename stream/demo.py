@@ -414,7 +414,7 @@ def _default_sample_rate(n_pref: int, target: int = TARGET_EXPLAINED_EVENTS) -> 
     return float(min(1.0, max(0.002, target / max(n_pref, 1))))
 
 
-def run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None, rate: float | None = None,
+def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None, rate: float | None = None,
              max_events: int | None = None, explain_sample_rate: float | None = None,
              report_dir: str | os.PathLike | None = "reports/demo", keep_broker: bool = False,
              bootstrap: str | None = None, models: list[str] | None = None, gpm_params: dict | None = None,
@@ -708,6 +708,31 @@ def run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None, 
             except Exception:  # noqa: BLE001
                 log.exception("stopping the broker failed")
         tmp.cleanup()
+
+
+def run_demo(*args, **kwargs) -> dict[str, Any]:
+    """Run the demo (see :func:`_run_demo` for the parameters); SIGTERM stops it like Ctrl-C.
+
+    SIGTERM (``timeout``, a CI cancel, systemd) is turned into ``KeyboardInterrupt`` while the demo
+    runs, so the same cleanup stops the workers, deletes the run's topics and stops a broker the
+    demo started.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _run_demo(*args, **kwargs)
+
+    def _interrupt(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run_demo(*args, **kwargs)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+run_demo.__doc__ = (run_demo.__doc__ or "") + "\n" + (_run_demo.__doc__ or "")
 
 
 def _wait_warm(scraper: MetricsScraper, workers: _Workers, models: list[str], refit_models: list[str],

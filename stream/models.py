@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from explainers._result import Explanation
-from learners.exceptions import InvalidInputError, NotFittedError
+from learners.exceptions import InvalidInputError, InvalidParameterError, NotFittedError
 
 __all__ = ["register_all"]
 
@@ -183,7 +183,21 @@ def _capacity_factory(settings, params: dict):
     criteria = p.pop("criteria", None) or list(settings.feature_names or [])
     if not criteria:
         raise InvalidInputError("The capacity model needs its criteria: set feature_names (or model_params.capacity.criteria).")
-    return CapacityRDA(criteria, **p)
+    p.setdefault("scaler", "minmax")  # raw event features are rarely in [0, 1]; scaler="none" to require it
+    return _construct("capacity", CapacityRDA, criteria, **p)
+
+
+def _construct(model: str, cls, *args, **kwargs):
+    """``cls(*args, **kwargs)`` with an unknown keyword turned into a clear InvalidParameterError."""
+    try:
+        return cls(*args, **kwargs)
+    except TypeError as exc:
+        import inspect
+
+        known = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "args", "kwargs")]
+        raise InvalidParameterError(
+            f"Model {model!r} got an unknown parameter ({exc}). Its parameters are {known}; set them with "
+            f"--param {model}.<name>=<value> or model_params.{model} in the config file.") from None
 
 
 def _capacity_loader(state: dict):
@@ -193,15 +207,22 @@ def _capacity_loader(state: dict):
     return cls.from_state(state)
 
 
+def _trained(learner) -> None:
+    if not getattr(learner, "n_seen", 1):
+        raise NotFittedError("The capacity model has not learned any example yet; nothing to explain.")
+
+
 def _capacity_shapley(learner, examples, ctx) -> Explanation:
     from explainers.capacity import capacity_shapley
 
+    _trained(learner)
     return _tile(capacity_shapley(learner), len(examples))
 
 
 def _capacity_interaction(learner, examples, ctx) -> Explanation:
     from explainers.capacity import capacity_interaction
 
+    _trained(learner)
     return _tile(capacity_interaction(learner), len(examples))
 
 
@@ -294,7 +315,7 @@ def _gpm_factory(settings, params: dict):
     names = p.pop("feature_names", None) or list(settings.feature_names or [])
     if not names:
         raise InvalidInputError("The gpm model needs feature_names (settings.feature_names).")
-    return RefittingGPM(names, **p)
+    return _construct("gpm", RefittingGPM, names, **p)
 
 
 def _cgpm_factory(settings, params: dict):
@@ -305,7 +326,7 @@ def _cgpm_factory(settings, params: dict):
     ctx = p.pop("context_names", None) or list(settings.context_names or [])
     if not names or not ctx:
         raise InvalidInputError("The cgpm model needs feature_names and context_names.")
-    return RefittingCGPM(names, context_names=ctx, **p)
+    return _construct("cgpm", RefittingCGPM, names, context_names=ctx, **p)
 
 
 def _gpm_loader(state: dict):

@@ -211,7 +211,9 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
     n_img = 0
 
     def img(fname: str, caption: str) -> str:
-        return f'<figure><img src="{html.escape(fname)}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>'
+        f = html.escape(fname)
+        return (f'<figure><a href="{f}"><img src="{f}" alt="{html.escape(caption)}"></a>'
+                f'<figcaption>{html.escape(caption)}</figcaption></figure>')
 
     progress = list(summary.get("progress") or [])
     if progress:
@@ -245,7 +247,7 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>prefstream report — {html.escape(str(summary.get('dataset', '')))}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}
-figure{{display:inline-block;margin:.5em;vertical-align:top}} img{{max-width:520px;border:1px solid #ddd}}
+figure{{display:inline-block;margin:.5em;vertical-align:top;max-width:100%}} img{{max-width:100%;border:1px solid #ddd}}
 table{{border-collapse:collapse}} th,td{{border:1px solid #ddd;padding:.2em .6em;text-align:left}} .note{{color:#a00}}</style>
 </head><body><h1>prefstream run report</h1>
 <table>{rows}</table>

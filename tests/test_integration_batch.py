@@ -158,3 +158,36 @@ def test_wide_data_group_one_hot_features_into_players():
     nu = models._on_features(lambda C: seen.append(C.copy()) or C.sum(axis=1).astype(float), member)
     out = nu(np.array([[False] * 8 + [True], [True] + [False] * 8]))
     assert out.tolist() == [18.0, 1.0] and seen[0].shape == (2, len(names))
+
+
+def test_short_file_with_default_settings_still_explains(tmp_path):
+    """Fewer events than snapshot_every_events: the model is published before the first explanation."""
+    ds = load_dataset("train")
+    inp = tmp_path / "few.jsonl"
+    with open(inp, "w") as f:
+        for ev in ds.to_events(stop=60):
+            f.write(json.dumps(ev) + "\n")
+    s = Settings.load(overrides={"models": ["capacity"], "feature_names": ds.feature_names, "explain_sample_rate": 0.2})
+    assert s.snapshot_every_events > 60
+    res = run_batch(inp, tmp_path / "out.jsonl", settings=s, progress=False, report_dir=tmp_path / "rep")
+    assert res.learned == {"capacity": 60} and res.dead_letters == 0     # raw features: minmax scaler by default
+    assert res.explanations.get("capacity-shapley", 0) >= 1
+    assert sum(1 for _ in open(tmp_path / "rep" / "records.jsonl")) == sum(res.explanations.values())
+
+
+def test_clear_errors_for_bad_parameters_and_paths(tmp_path):
+    from learners.exceptions import InvalidInputError, InvalidParameterError
+
+    ds = load_dataset("train")
+    inp = tmp_path / "x.jsonl"
+    inp.write_text(json.dumps(next(ds.to_events())) + "\n")
+    s = Settings.load(overrides={"models": ["gpm"], "feature_names": ds.feature_names,
+                                 "model_params": {"gpm": {"nosuchparam": 3}}})
+    with pytest.raises(InvalidParameterError, match=r"--param gpm\.<name>"):
+        run_batch(inp, tmp_path / "o.jsonl", settings=s, progress=False)
+    with pytest.raises(InvalidParameterError, match="is a directory"):
+        run_batch(inp, tmp_path, settings=_settings(ds), progress=False)
+    with pytest.raises(InvalidParameterError, match="is not a file"):
+        run_batch(tmp_path, tmp_path / "o.jsonl", settings=_settings(ds), progress=False)
+    with pytest.raises(InvalidInputError, match="is not a directory"):
+        load_dataset("pokemon", data_dir=tmp_path / "nope")

@@ -65,6 +65,9 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None, subdir: str | No
     """
     candidates: list[Path] = []
     if data_dir:
+        if not Path(data_dir).is_dir():
+            raise InvalidInputError(f"--data-dir {str(data_dir)!r} is not a directory. Pass the directory that holds "
+                                    "the data sets' folders (e.g. ../shared/data).")
         candidates.append(Path(data_dir))
     if os.environ.get("PREFSTREAM_DATA_DIR"):
         candidates.append(Path(os.environ["PREFSTREAM_DATA_DIR"]))
@@ -74,6 +77,8 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None, subdir: str | No
             if c.is_dir():
                 return c
         return candidates[0]
+    if data_dir:  # an explicit directory is not silently replaced by another one
+        candidates = [Path(data_dir), BUNDLED_DIR]
     for c in candidates:
         if (c / subdir).is_dir():
             return c / subdir
