@@ -396,7 +396,7 @@ def _read_topic(topic: str, opts: dict, timeout: float = 30.0) -> list[tuple[byt
         c.close()
 
 
-def _delete_topics(names: list[str], opts: dict) -> None:
+def _delete_topics(names: list[str], opts: dict, quiet: bool = False) -> None:
     from kafka.admin import KafkaAdminClient
 
     try:
@@ -406,7 +406,7 @@ def _delete_topics(names: list[str], opts: dict) -> None:
         finally:
             admin.close()
     except Exception as exc:  # noqa: BLE001 - best effort; the names are unique anyway
-        log.warning("could not delete the demo topics: %s", exc)
+        (log.debug if quiet else log.warning)("could not delete the demo topics %s: %s", names, exc)
 
 
 # ============================================================================ the demo
@@ -700,7 +700,11 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         if scraper is not None:
             scraper._stop.set()
         if topics and not keep_topics and opts:
-            _delete_topics(list(topics.values()), {k: v for k, v in opts.items() if k != "client_id"})
+            o = {k: v for k, v in opts.items() if k != "client_id"}
+            _delete_topics(list(topics.values()), o)
+            group = f"prefstream-demo-{run_id}"  # Faust's assignor topics of both workers' groups (best effort)
+            for name in (f"{group}-__assignor-__leader", f"{group}-explainer-__assignor-__leader"):
+                _delete_topics([name], o, quiet=True)
         if started_broker and not keep_broker:
             try:
                 say("stopping the local broker the demo started (use --keep-broker to keep it)…")
