@@ -175,6 +175,37 @@ class Explanation:
                    for k, v in self.extra.items()},
         )
 
+    @classmethod
+    def concat(cls, parts: Sequence["Explanation"]) -> "Explanation":
+        """Stack one-instance explanations of one method and feature set into a batch.
+
+        ``values``/``data`` become (n, d) arrays, base values and predictions (n,) vectors, and each
+        ``extra`` key present in every part a per-instance list; timings add up, the model version
+        is the first part's.
+
+        Raises
+        ------
+        InvalidInputError
+            If ``parts`` is empty or the parts disagree on method or feature names.
+        """
+        if not parts:
+            raise InvalidInputError("Explanation.concat needs at least one explanation.")
+        first = parts[0]
+        if any(p.method != first.method or list(p.feature_names) != list(first.feature_names) for p in parts):
+            raise InvalidInputError("Explanation.concat stacks explanations of one method and one feature set only.")
+        keys = set.intersection(*(set(p.extra) for p in parts))
+        one = lambda a: float(np.asarray(a, dtype=np.float64).reshape(-1)[0])  # noqa: E731
+        ids = [i for p in parts for i in (p.instance_ids or [])]
+        return cls(
+            values=np.stack([np.asarray(p.values).reshape(-1) for p in parts]),
+            base_values=[one(p.base_values) for p in parts], feature_names=first.feature_names, method=first.method,
+            prediction=None if any(p.prediction is None for p in parts) else [one(p.prediction) for p in parts],
+            model_name=first.model_name, model_version=first.model_version,
+            data=None if any(p.data is None for p in parts) else np.stack([np.asarray(p.data).reshape(-1) for p in parts]),
+            instance_ids=ids if len(ids) == len(parts) else None,
+            compute_time=sum(p.compute_time for p in parts), extra={k: [p.extra[k] for p in parts] for k in keys},
+        )
+
     # -------------------------------------------------------------- records
     def to_records(self, instance_ids: Sequence[str] | None = None) -> list[dict]:
         """Explanation records (one per instance) in the event contract's format.

@@ -151,23 +151,6 @@ def _tile(e: Explanation, n: int) -> Explanation:
                        model_version=e.model_version, compute_time=e.compute_time, extra=e.extra)
 
 
-def _stack(parts: list[Explanation]) -> Explanation:
-    """Stack one-instance explanations (same method and features) into a batch; extras become lists."""
-    if len(parts) == 1:
-        return parts[0]
-    first = parts[0]
-    keys = set.intersection(*(set(p.extra) for p in parts))
-    return Explanation(
-        values=np.stack([np.asarray(p.values).reshape(-1) for p in parts]),
-        base_values=[float(np.asarray(p.base_values).reshape(-1)[0]) for p in parts],
-        feature_names=first.feature_names, method=first.method,
-        prediction=None if any(p.prediction is None for p in parts) else [float(np.asarray(p.prediction).reshape(-1)[0]) for p in parts],
-        model_name=first.model_name, model_version=first.model_version,
-        data=None if any(p.data is None for p in parts) else np.stack([np.asarray(p.data).reshape(-1) for p in parts]),
-        compute_time=sum(p.compute_time for p in parts), extra={k: [p.extra[k] for p in parts] for k in keys},
-    )
-
-
 def _session(ctx) -> dict:
     s = ctx.params.get("session") if ctx.params else None
     if not s:
@@ -264,7 +247,7 @@ def _margin_bernoulli(learner, examples, ctx) -> Explanation:
         nu = _on_features(pairwise_margin_value_function(margin, xl, xr), member)
         out.append(explain_preference(nu, players, random_state=0, data=member.astype(float) @ (xl - xr),
                                       instance_id=ex.event_id, **_dist_options(len(players))))
-    return _stack(out)
+    return Explanation.concat(out)
 
 
 def _choice_utilities(learner, names):
@@ -444,7 +427,7 @@ def _gpm_bernoulli(learner, examples, ctx) -> Explanation:
         nu = _on_features(lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0], member)
         out.append(explain_preference(nu, players, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
                                       instance_id=ex.event_id, **_dist_options(len(players))))
-    return _stack(out)
+    return Explanation.concat(out)
 
 
 # ----------------------------------------------------------------------------- registration

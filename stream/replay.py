@@ -281,26 +281,19 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
             if reader.fieldnames is None:
                 return
             reader.fieldnames = [c.strip() for c in reader.fieldnames]
-            for row in reader:
-                line = reader.line_num
-                try:
-                    rec = _csv_record(row, kind, line, stem, now)
-                    validate_record(kind, rec)
-                except (InvalidInputError, DeadLetter) as exc:
-                    yield line, None, _why(exc)
-                    continue
-                yield line, rec, None
+            rows = ((reader.line_num, row) for row in reader)
+            to_record = _csv_record
         else:
-            for line, text in enumerate(fh, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    rec = _jsonl_record(text, kind, line, stem, now)
-                    validate_record(kind, rec)
-                except (InvalidInputError, DeadLetter) as exc:
-                    yield line, None, _why(exc)
-                    continue
-                yield line, rec, None
+            rows = ((line, text) for line, text in enumerate(fh, start=1) if text.strip())
+            to_record = _jsonl_record
+        for line, raw in rows:
+            try:
+                rec = to_record(raw, kind, line, stem, now)
+                validate_record(kind, rec)
+            except (InvalidInputError, DeadLetter) as exc:
+                yield line, None, _why(exc)
+                continue
+            yield line, rec, None
 
 
 def iter_records(path: str | Path, kind: str = "preference", on_error: str = "raise") -> Iterator[tuple[int, dict]]:

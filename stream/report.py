@@ -52,26 +52,21 @@ _BATCH_KEYS = {"qoi", "n_catalog", "normalizer", "max_coalition_size", "exact", 
                "structure", "classes", "efficient", "origin", "k"}
 
 
-def _stack(recs: list[Mapping[str, Any]], names: tuple) -> Explanation:
-    vals = np.array([[np.nan if v is None else v for v in r["values"]] for r in recs], dtype=float)
-    data = None
-    if all(r.get("data") is not None and len(r["data"]) == len(names) for r in recs):
-        data = np.array([r["data"] for r in recs], dtype=float)
-    pred = [r.get("prediction") for r in recs]
-    common = set.intersection(*(set((r.get("extra") or {}).keys()) for r in recs))
-    extra = {k: [_scalar(r["extra"][k]) for r in recs] for k in common}
-    for k, vs in list(extra.items()):
+def _stack(recs: list[Mapping[str, Any]]) -> Explanation:
+    """The records as one batch (:meth:`Explanation.concat`); batch-level extras collapse to one value."""
+    parts = []
+    for r in recs:
+        e = Explanation.from_record(r)
+        e.extra = {k: _scalar(v) for k, v in e.extra.items()}
+        parts.append(e)
+    out = Explanation.concat(parts)
+    out.model_version = max(p.model_version for p in parts)
+    for k, vs in list(out.extra.items()):
         if k in _BATCH_KEYS and len(set(map(str, vs))) == 1:
-            extra[k] = vs[0]
-    if isinstance(extra.get("n_catalog"), list):  # catalogs grow in a stream: strata by the largest
-        extra["n_catalog"] = max(extra["n_catalog"])
-    return Explanation(
-        values=vals, base_values=[r.get("base_value") or 0.0 for r in recs], feature_names=list(names), method=recs[0]["method"],
-        prediction=None if any(p is None for p in pred) else pred, model_name=recs[0].get("model_name", ""),
-        model_version=max(int(r.get("model_version", 0)) for r in recs), data=data,
-        instance_ids=[r.get("request_id", str(i)) for i, r in enumerate(recs)],
-        compute_time=sum(float(r.get("compute_time_s", 0.0)) for r in recs), extra=extra,
-    )
+            out.extra[k] = vs[0]
+    if isinstance(out.extra.get("n_catalog"), list):  # catalogs grow in a stream: strata by the largest
+        out.extra["n_catalog"] = max(out.extra["n_catalog"])
+    return out
 
 
 def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[Explanation, Explanation, Explanation]]:
@@ -90,7 +85,7 @@ def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
         names = max({tuple(r["feature_names"]) for r in recs}, key=lambda t: sum(tuple(r["feature_names"]) == t for r in recs))
         recs = [r for r in recs if tuple(r["feature_names"]) == names and r.get("values") is not None]
         if recs:
-            out[key] = (_stack(recs, names), Explanation.from_record(recs[-1]), _stack(recs[-1:], names))
+            out[key] = (_stack(recs), Explanation.from_record(recs[-1]), _stack(recs[-1:]))
     return out
 
 

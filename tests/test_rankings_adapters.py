@@ -115,10 +115,11 @@ def test_scorers_and_catalog_helpers():
 
 
 def test_missing_data_dir_raises_clear_error(monkeypatch, tmp_path):
+    import stream.adapters as A
     import stream.adapters.rankings as R
 
     monkeypatch.delenv("PREFSTREAM_DATA_DIR", raising=False)
-    monkeypatch.setattr(R, "_REPO_SHARED", tmp_path / "none")
+    monkeypatch.setattr(A, "_REPO_SHARED", tmp_path / "none")
     with pytest.raises(InvalidInputError, match="PREFSTREAM_DATA_DIR"):
         R.load_the2020(tmp_path)
 

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from learners.exceptions import InvalidInputError, InvalidParameterError
+from stream.adapters import resolve_data_dir
 
 __all__ = [
     "CSR_AREA_GROUPS",
@@ -44,22 +45,6 @@ __all__ = [
     "make_synthetic",
     "ranked_catalog_names",
 ]
-
-_REPO_SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
-
-def _data_dir(data_dir: str | os.PathLike | None, subdir: str) -> Path:
-    cands = [Path(data_dir)] if data_dir else []
-    if os.environ.get("PREFSTREAM_DATA_DIR"):
-        cands.append(Path(os.environ["PREFSTREAM_DATA_DIR"]))
-    cands.append(_REPO_SHARED)
-    for c in cands:
-        if (c / subdir).is_dir():
-            return c / subdir
-    raise InvalidInputError(
-        f"Data set folder {subdir!r} not found in any of {[str(c) for c in cands]}; pass data_dir= or set "
-        "PREFSTREAM_DATA_DIR to the directory holding it."
-    )
 
 
 # --------------------------------------------------------------------------- scorers
@@ -210,7 +195,7 @@ def load_the2020(data_dir: str | os.PathLike | None = None) -> RankedCatalog:
     """
     import pandas as pd
 
-    path = _data_dir(data_dir, "the_2020") / "THE_WUR_2020_rankings.csv"
+    path = resolve_data_dir(data_dir, "the_2020") / "THE_WUR_2020_rankings.csv"
     df = pd.read_csv(path)
     try:
         X = df[THE_COLUMNS].astype(float).to_numpy()
@@ -248,7 +233,7 @@ def csrankings_area_table(data_dir: str | os.PathLike | None = None, years: tupl
     """
     import pandas as pd
 
-    root = _data_dir(data_dir, "csrankings_2017")
+    root = resolve_data_dir(data_dir, "csrankings_2017")
     a = pd.read_csv(root / "generated-author-info.csv")
     a = a[(a["year"] >= years[0]) & (a["year"] <= years[1])]
     if us_only:
@@ -304,7 +289,7 @@ def load_moving_company(data_dir: str | os.PathLike | None = None, variant: str 
 
     if variant != "biased":
         raise InvalidParameterError(f"The 'variant' parameter of load_moving_company must be 'biased'. Got {variant!r} instead.")
-    root = _data_dir(data_dir, "moving_company")
+    root = resolve_data_dir(data_dir, "moving_company")
     tr = pd.read_csv(root / "movers_biased_R10_train.csv")
     te = pd.read_csv(root / "movers_biased_R10_test.csv")
     cols = ["gender", "race", "X_weight_lifting"]
@@ -341,7 +326,7 @@ def load_atp(data_dir: str | os.PathLike | None = None, year: int = 2019, min_ma
     """
     import pandas as pd
 
-    root = _data_dir(data_dir, "tennis_atp")
+    root = resolve_data_dir(data_dir, "tennis_atp")
     path = root / f"atp_matches_{year}.csv"
     if not path.is_file():
         raise InvalidInputError(f"{path} not found; tennis_atp holds the seasons 2015-2019.")
