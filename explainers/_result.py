@@ -86,7 +86,7 @@ class Explanation:
     --------
     >>> e = Explanation(values=[0.5, -0.25], base_values=0.0, prediction=0.25,
     ...                 feature_names=["a", "b"], method="linear-shapley")
-    >>> float(e.additivity_error())
+    >>> float(e.additivity_error()[0])
     0.0
     >>> e.to_records(instance_ids=["ev-1"])[0]["values"]
     [0.5, -0.25]
