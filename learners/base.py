@@ -92,6 +92,74 @@ class PreferenceLearner(abc.ABC):
         g = self.margin_one(x_left, x_right, context)
         return 1 if g > 0 else (-1 if g < 0 else 0)
 
+    # ---- batch contract (micro-batched stream path) -------------------------------------------
+    #: context feature names in array column order (``None`` for context-free models).
+    context_names: Sequence[str] | None = None
+
+    def _rows_as_dicts(self, X_left, X_right, context=None):
+        XL = np.asarray(X_left, dtype=np.float64)
+        XR = np.asarray(X_right, dtype=np.float64)
+        names = self.feature_names
+        if XL.ndim != 2 or XL.shape != XR.shape or XL.shape[1] != len(names):
+            raise InvalidInputError(
+                f"{self.model_name}: X_left and X_right must both have shape (n, {len(names)}) with columns "
+                f"{list(names)}; got {XL.shape} and {XR.shape}."
+            )
+        C = None if context is None else np.asarray(context, dtype=np.float64)
+        cnames = list(self.context_names or [])
+        if C is not None and (C.ndim != 2 or C.shape != (XL.shape[0], len(cnames))):
+            raise InvalidInputError(
+                f"{self.model_name}: context must have shape ({XL.shape[0]}, {len(cnames)}) with columns {cnames}; got {C.shape}."
+            )
+        for i in range(XL.shape[0]):
+            yield (dict(zip(names, XL[i].tolist())), dict(zip(names, XR[i].tolist())),
+                   None if C is None else dict(zip(cnames, C[i].tolist())))
+
+    def margin_many(self, X_left, X_right, context=None) -> np.ndarray:
+        """Margins g(x_left, x_right) for a batch.
+
+        Parameters
+        ----------
+        X_left, X_right : ndarray of shape (n, n_features)
+            Item features, columns in :attr:`feature_names` order.
+        context : ndarray of shape (n, n_context), optional
+            Context features in :attr:`context_names` order (context models only).
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Equal to ``[margin_one(row) for row in batch]``; subclasses override with array code.
+        """
+        return np.array([self.margin_one(a, b, c) for a, b, c in self._rows_as_dicts(X_left, X_right, context)],
+                        dtype=np.float64)
+
+    def predict_proba_many(self, X_left, X_right, context=None) -> np.ndarray:
+        """P(left preferred) for a batch: ndarray of shape (n,), row i equal to
+        ``predict_proba_one(row i)[+1]``. Shapes as in :meth:`margin_many`."""
+        g = self.margin_many(X_left, X_right, context)
+        return 0.5 * (1.0 + np.tanh(0.5 * g))
+
+    def learn_many(self, X_left, X_right, y, context=None, weight=None) -> None:
+        """Learn a batch in row order.
+
+        Parameters
+        ----------
+        X_left, X_right : ndarray of shape (n, n_features)
+        y : ndarray of shape (n,)
+            Outcomes in {+1, −1, 0}.
+        context : ndarray of shape (n, n_context), optional
+        weight : ndarray of shape (n,), optional
+            Example weights (default 1).
+
+        The default loops over :meth:`learn_one`; learners override it with array code and say
+        in their docstring whether the result equals that loop exactly or is a documented
+        mini-batch variant.
+        """
+        Y = np.asarray(y)
+        W = np.ones(len(Y)) if weight is None else np.asarray(weight, dtype=np.float64)
+        for i, (a, b, c) in enumerate(self._rows_as_dicts(X_left, X_right, context)):
+            self.learn_one(a, b, int(Y[i]), c, float(W[i]))
+
     @abc.abstractmethod
     def state_dict(self) -> dict:
         """``{"meta": JSON-able dict, "arrays": {name: ndarray}}`` — everything needed to predict."""

@@ -382,7 +382,7 @@ class _CapacityLearner(PreferenceLearner):
         self._n_updates += b
         self._version += b
 
-    def learn_many(self, X_left, X_right, y, weights=None) -> None:
+    def learn_many(self, X_left, X_right, y, context=None, weight=None) -> None:
         """Rounds on a batch of examples, in row order; identical to calling :meth:`learn_one` per row.
 
         Faster than a Python loop of :meth:`learn_one`: inputs are validated and scaled at once
@@ -396,7 +396,8 @@ class _CapacityLearner(PreferenceLearner):
             Raw criteria values, columns in :attr:`feature_names` order.
         y : array_like of shape (T,)
             Outcomes in {+1, −1, 0}.
-        weights : array_like of shape (T,), optional
+        context : ignored (capacities have no context); accepted for the batch contract.
+        weight : array_like of shape (T,), optional
             Example weights (> 0), default 1.
 
         Raises
@@ -413,7 +414,7 @@ class _CapacityLearner(PreferenceLearner):
         if not np.isin(Y, (-1, 0, 1)).all() or Y.dtype.kind not in "iuf" or Y.dtype == bool:
             raise InvalidInputError(f"{type(self).__name__}: outcomes must be +1, -1 or 0; got {np.unique(Y)[:5]}.")
         Y = Y.astype(np.int64)
-        W = np.ones(L.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+        W = np.ones(L.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
         if W.shape != Y.shape or not (np.isfinite(W).all() and (W > 0).all()):
             raise InvalidInputError("learn_many: weights must be finite and > 0, one per example.")
         T = L.shape[0]

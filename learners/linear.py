@@ -208,7 +208,8 @@ class LinearBT(PreferenceLearner):
         self._w -= self.learning_rate * grad / (np.sqrt(self._G) + 1e-8)
         self._n += 1
 
-    def learn_many(self, XL: np.ndarray, XR: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None) -> None:
+    def learn_many(self, XL: np.ndarray, XR: np.ndarray, y: np.ndarray, context=None,
+                   weight: np.ndarray | None = None) -> None:
         """Learn rows in order (same result as repeated :meth:`learn_one`).
 
         Parameters
@@ -216,6 +217,7 @@ class LinearBT(PreferenceLearner):
         XL, XR : ndarray of shape (n_pairs, n_features)
             Columns in ``feature_names`` order (which must be known).
         y : ndarray of shape (n_pairs,)
+        context : ignored (LinearBT has no context); accepted for the batch contract.
         weight : ndarray of shape (n_pairs,), optional
         """
         XL, XR = self._check_batch(XL, XR)
