@@ -366,7 +366,7 @@ def report_cmd(
     out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Where index.html goes (default: the run folder)."),
 ):
     """Rebuild the HTML report of a run (demo or `prefstream run`) from its summary.json and records.jsonl."""
-    from stream.demo import rebuild_report
+    from stream.report import rebuild_report
 
     try:
         path = rebuild_report(run_dir, out_dir)
@@ -377,7 +377,18 @@ def report_cmd(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``prefstream`` console script."""
+    """Entry point of the ``prefstream`` console script (and of ``python -m stream``).
+
+    Registers the built-in models and explainers (:func:`stream.models.register_all`) before
+    running the command, so every worker, the demo's included, sees the same registry.
+    """
+    from stream.models import register_all
+
+    try:
+        register_all()
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return 2
     try:
         app(args=argv, prog_name="prefstream", standalone_mode=True)
     except SystemExit as exc:
