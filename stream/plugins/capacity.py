@@ -151,3 +151,8 @@ def margin_bernoulli(learner, examples, ctx) -> Explanation:
         out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (xl - xr),
                                       instance_id=ex.event_id, **dist_options(len(pl))))
     return Explanation.concat(out)
+
+
+# each explainer's values add up to its prediction (base + Σφ = prediction); tests/checks verifies it
+for _fn in (capacity_shapley, capacity_interaction, sharp_rank, sharp_pairwise, margin_bernoulli):
+    _fn.additive = True

@@ -126,3 +126,8 @@ def gpm_bernoulli(learner, examples, ctx) -> Explanation:
         out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
                                       instance_id=ex.event_id, **dist_options(len(pl))))
     return Explanation.concat(out)
+
+
+# each explainer's values add up to its prediction (base + Σφ = prediction); tests/checks verifies it
+for _fn in (pref_shap, pref_shap_context, gpm_bernoulli):
+    _fn.additive = True

@@ -54,4 +54,4 @@ def explain_linear_shapley(learner, examples: list, ctx):
                           model_version=ctx.model_version, instance_ids=[ex.event_id for ex in examples])
 
 
-explain_linear_shapley.additive = True
+explain_linear_shapley.additive = True  # base + Σφ = margin (efficiency); tests/checks verifies it

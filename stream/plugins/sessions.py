@@ -73,3 +73,4 @@ def session_categorical(learner, examples, ctx) -> Explanation:
 
 
 session_categorical.session_only = True
+session_categorical.additive = True  # base + Σφ = prediction (efficiency); tests/checks verifies it
