@@ -43,6 +43,13 @@ ParamOpt = typer.Option(None, "--param", help="A model parameter as model.name=v
 
 
 def _parse_sets(sets: List[str] | None) -> dict[str, Any]:
+    """``--set key=value`` items as a dict, values parsed as JSON when they are JSON.
+
+    Examples
+    --------
+    >>> _parse_sets(["explain_sample_rate=0.1", 'models=["gpm"]', "log_level=INFO"])
+    {'explain_sample_rate': 0.1, 'models': ['gpm'], 'log_level': 'INFO'}
+    """
     out: dict[str, Any] = {}
     for item in sets or []:
         key, sep, raw = item.partition("=")
@@ -57,7 +64,13 @@ def _parse_sets(sets: List[str] | None) -> dict[str, Any]:
 
 
 def _parse_params(params: List[str] | None) -> dict[str, dict[str, Any]]:
-    """``["linear-bt.learning_rate=0.05"]`` → ``{"linear-bt": {"learning_rate": 0.05}}``."""
+    """``["linear-bt.learning_rate=0.05"]`` → ``{"linear-bt": {"learning_rate": 0.05}}``.
+
+    Examples
+    --------
+    >>> _parse_params(["linear-bt.learning_rate=0.05", 'capacity.constraints=["monotone"]'])
+    {'linear-bt': {'learning_rate': 0.05}, 'capacity': {'constraints': ['monotone']}}
+    """
     out: dict[str, dict[str, Any]] = {}
     for item in params or []:
         key, sep, raw = item.partition("=")
@@ -381,6 +394,11 @@ def main(argv: list[str] | None = None) -> int:
 
     Registers the built-in models and explainers (:func:`stream.models.register_all`) before
     running the command, so every worker, the demo's included, sees the same registry.
+
+    Examples
+    --------
+    >>> main(["report", "--run-dir", "/no/such/run"])  # the error goes to stderr as one line
+    1
     """
     from stream.models import register_all
 

@@ -59,6 +59,12 @@ def context_array(examples: Sequence, names: Sequence[str]) -> np.ndarray:
     ------
     InvalidInputError
         If a context lacks one of ``names`` or a value is not a finite number.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Ex
+    >>> context_array([Ex(context={"u": 1, "v": 2}), Ex(context={"u": 0, "v": -1})], ["v"]).tolist()
+    [[2.0], [-1.0]]
     """
     d = len(names)
     return np.array([dict_to_array(ex.context or {}, names, _OWNER + " (context)") for ex in examples],
@@ -96,6 +102,14 @@ def reference_items(ctx, names: Sequence[str], limit: int = 512) -> np.ndarray:
     The item catalog of ``ctx`` (items lacking a feature left out), or, when it holds fewer than
     two items (inline data), the items of the background reservoir; at most ``limit`` rows, drawn
     with ``ctx.rng`` when there are more.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Ex
+    >>> from stream.registry import ExplainContext
+    >>> ctx = ExplainContext("m", background=[Ex(left={"x": 2.0}, right={"x": 1.0}), Ex(left={"x": 2.0}, right={"x": 0.0})])
+    >>> reference_items(ctx, ["x"]).ravel().tolist()
+    [0.0, 1.0, 2.0]
     """
     rows = []
     if ctx.catalog is not None and len(ctx.catalog):

@@ -85,6 +85,12 @@ class ExplainContext:
         Per-worker generator for sampling explainers.
     params : dict
         Per-method options from the explain request (e.g. ``{"k": 5}``), possibly empty.
+
+    Examples
+    --------
+    >>> ctx = ExplainContext("linear-bt", model_version=4, params={"k": 5})
+    >>> ctx.model_name, ctx.model_version, ctx.background, ctx.params["k"]
+    ('linear-bt', 4, [], 5)
     """
 
     model_name: str
@@ -99,13 +105,28 @@ class ExplainContext:
 
         Examples whose items lack one of ``feature_names`` are left out
         (:func:`stream.example_arrays.background_arrays`).
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace as Ex
+        >>> ctx = ExplainContext("m", background=[Ex(left={"a": 1.0}, right={"a": 3.0})])
+        >>> [x.tolist() for x in ctx.background_arrays(["a"])]
+        [[[1.0]], [[3.0]]]
         """
         return background_arrays(self.background, feature_names)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A registered model: name, factory, loader and optional merger."""
+    """A registered model: name, factory, loader and optional merger.
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> spec = ModelSpec("bt", lambda settings, params: LinearBT(["a"]), LinearBT.from_state)
+    >>> spec.factory(None, {}).feature_names, spec.merger is None
+    (['a'], True)
+    """
 
     name: str
     factory: Callable[[Any, dict], Any]
@@ -173,6 +194,16 @@ def register_explainer(model_name: str, method: str, fn: Callable[[Any, list, Ex
     ------
     InvalidParameterError
         For empty names, a non-callable ``fn`` or a duplicate (without ``replace``).
+
+    Examples
+    --------
+    >>> register_explainer("doc-model", "doc-zero", lambda learner, examples, ctx: None)
+    >>> sorted(explainers_for("doc-model"))
+    ['doc-zero']
+    >>> register_explainer("doc-model", "doc-zero", print)
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.InvalidParameterError: Explainer 'doc-zero' is already registered for 'doc-model'; pass replace=True to override it.
     """
     for what, v in (("model_name", model_name), ("method", method)):
         if not isinstance(v, str) or not v:
@@ -189,7 +220,15 @@ def register_explainer(model_name: str, method: str, fn: Callable[[Any, list, Ex
 
 
 def models() -> list[str]:
-    """Names of all registered models, sorted."""
+    """Names of all registered models, sorted.
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> _ = register_model("doc-listed", lambda settings, params: LinearBT(), LinearBT.from_state)
+    >>> "doc-listed" in models()
+    True
+    """
     with _LOCK:
         return sorted(_MODELS)
 
@@ -212,7 +251,13 @@ def get_model(name: str) -> ModelSpec:
 
 
 def explainers_for(model_name: str) -> dict[str, Callable]:
-    """``{method: fn}`` of the explainers registered for ``model_name`` (a copy; may be empty)."""
+    """``{method: fn}`` of the explainers registered for ``model_name`` (a copy; may be empty).
+
+    Examples
+    --------
+    >>> explainers_for("no-such-model")
+    {}
+    """
     with _LOCK:
         return dict(_EXPLAINERS.get(model_name, {}))
 
@@ -224,6 +269,13 @@ def get_explainer(model_name: str, method: str) -> Callable:
     ------
     InvalidParameterError
         If that pair is not registered (the message lists the methods that are).
+
+    Examples
+    --------
+    >>> get_explainer("no-such-model", "shapley")
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.InvalidParameterError: No explainer 'shapley' for model 'no-such-model'; registered: [].
     """
     per = explainers_for(model_name)
     try:
@@ -255,6 +307,15 @@ def weighted_average_merge(parts: list, loader: Callable[[dict], Any]) -> Any:
     ------
     InvalidInputError
         If the parts disagree on feature names, array names or shapes.
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> a, b = LinearBT(["x"]), LinearBT(["x"])
+    >>> a.learn_one({"x": 1.0}, {"x": 0.0}, 1)
+    >>> merged = weighted_average_merge([(a, 3), (b, 1)], LinearBT.from_state)
+    >>> bool(np.allclose(merged.state_dict()["arrays"]["w"], 0.75 * a.state_dict()["arrays"]["w"]))
+    True
     """
     if not parts:
         raise InvalidInputError("weighted_average_merge needs at least one (learner, count) pair.")
@@ -299,6 +360,14 @@ def merge_learners(model_name: str, parts: list) -> Any:
     Returns
     -------
     PreferenceLearner
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> _ = register_model("doc-merged", lambda settings, params: LinearBT(["x"]), LinearBT.from_state)
+    >>> only = LinearBT(["x"])
+    >>> merge_learners("doc-merged", [(only, 10), (None, 0)]) is only
+    True
     """
     parts = [(lr, n) for lr, n in parts if lr is not None]
     if not parts:

@@ -83,6 +83,14 @@ def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
     one-instance Explanation (``Explanation.from_record``), and the latest record as a batch of one
     (per-instance ``extra`` entries as one-element lists, the form batch plots index).
     Records of a group must share feature names (the most common set wins; others are dropped).
+
+    Examples
+    --------
+    >>> recs = Explanation(values=[[1.0, 0.0], [0.0, 2.0]], base_values=0.0, feature_names=["a", "b"],
+    ...                    method="pref-shap", model_name="gpm").to_records(["e1", "e2"])
+    >>> batch, last, last_batch = combine_records(recs)[("pref-shap", "gpm")]
+    >>> batch.values.shape, last.instance_ids
+    ((2, 2), ['e2'])
     """
     groups: dict[tuple[str, str], list[Mapping]] = defaultdict(list)
     for r in records:

@@ -35,6 +35,13 @@ def demo_stream(ds, max_events: int | None = None, click_every: int | None = 10)
     A :class:`PairwiseDataset` gives its preference events, with every ``click_every``-th one
     (when given and the data set has inline items, as Train) sent as a two-item click session
     instead; a :class:`ClickLog` gives its click sessions.
+
+    Examples
+    --------
+    >>> from stream.adapters import load_dataset
+    >>> kinds = [kind for kind, _ in demo_stream(load_dataset("train"), max_events=20)]
+    >>> kinds.count("preference"), kinds.count("click")
+    (18, 2)
     """
     from stream.adapters import ClickLog
 

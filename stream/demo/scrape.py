@@ -35,6 +35,15 @@ def scrape(port: int, timeout: float = 2.0) -> dict[tuple[str, tuple], float] | 
 
 
 def by_label(samples: dict, name: str, label: str) -> dict[str, float]:
+    """Sum of the samples of metric ``name`` per value of ``label``.
+
+    Examples
+    --------
+    >>> s = {("learned", (("model", "gpm"), ("topic", "a"))): 3.0, ("learned", (("model", "gpm"), ("topic", "b"))): 2.0,
+    ...      ("learned", (("model", "capacity"),)): 7.0, ("other", ()): 1.0}
+    >>> by_label(s, "learned", "model")
+    {'gpm': 5.0, 'capacity': 7.0}
+    """
     out: dict[str, float] = defaultdict(float)
     for (n, labels), v in samples.items():
         if n == name:

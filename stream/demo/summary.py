@@ -76,7 +76,15 @@ def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, 
 
 
 def top_features(recs: list[dict], k: int = 3) -> list[str]:
-    """The ``k`` features of largest mean |value| over records (the most common feature set)."""
+    """The ``k`` features of largest mean |value| over records (the most common feature set).
+
+    Examples
+    --------
+    >>> recs = [{"feature_names": ["a", "b", "c"], "values": [0.1, -2.0, 0.5]},
+    ...         {"feature_names": ["a", "b", "c"], "values": [0.3, 1.0, None]}]
+    >>> top_features(recs, 2)
+    ['b', 'c']
+    """
     import numpy as np
 
     if not recs:
@@ -97,7 +105,26 @@ def _f(v, fmt=".3f") -> str:
 
 
 def format_summary(s: dict) -> str:
-    """The printed form of a demo summary."""
+    """The printed form of a demo summary.
+
+    Examples
+    --------
+    >>> s = {"dataset": "train", "events_sent": 2, "preferences_sent": 2, "click_sessions_sent": 0, "examples_sent": 2,
+    ...      "replay_s": 0.1, "learned": {"capacity": 2}, "events_per_s": 20.0, "dead_letters": 0, "progress": [],
+    ...      "model_versions": {"capacity": 1}, "refits": {}, "explanations_total": 0, "explanation_methods": 0,
+    ...      "explain_sample_rate": 1.0, "explanations_skipped": {}, "explanations": {}, "wall_s": 1.0}
+    >>> print(format_summary(s))  # doctest: +NORMALIZE_WHITESPACE
+    <BLANKLINE>
+    === prefstream demo summary: train ===
+    events replayed      2 (2 preferences, 0 click sessions → 2 examples) in 0.1 s
+    events learned       capacity=2  (20.0 examples/s end to end)
+    dead letters         0
+    progressive validation (predict, then learn):
+    model versions       capacity v1
+    refits               none
+    explanations         0 records, 0 methods (sample rate 1; skipped 0)
+    wall time            1.0 s
+    """
     lines = ["", f"=== prefstream demo summary: {s['dataset']} ===",
              f"events replayed      {s['events_sent']} ({s['preferences_sent']} preferences, {s['click_sessions_sent']} click "
              f"sessions → {s['examples_sent']} examples) in {s['replay_s']} s",

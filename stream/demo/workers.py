@@ -30,7 +30,13 @@ _WORKER_THREADS = max(1, int(os.environ.get("PREFSTREAM_DEMO_WORKER_THREADS", "1
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (for a worker's metrics endpoint)."""
+    """A TCP port free on 127.0.0.1 right now (for a worker's metrics endpoint).
+
+    Examples
+    --------
+    >>> 0 < free_port() < 65536
+    True
+    """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

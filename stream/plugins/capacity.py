@@ -60,7 +60,14 @@ def capacity_factory(settings, params: dict):
 
 
 def capacity_loader(state: dict):
-    """Rebuild a ``CapacityRDA`` or ``CapacityFOBOS`` (by the state's ``meta["class"]``) from a snapshot state."""
+    """Rebuild a ``CapacityRDA`` or ``CapacityFOBOS`` (by the state's ``meta["class"]``) from a snapshot state.
+
+    Examples
+    --------
+    >>> from learners.capacity import CapacityFOBOS
+    >>> type(capacity_loader(CapacityFOBOS(["x", "y"]).state_dict())).__name__
+    'CapacityFOBOS'
+    """
     from learners.capacity import CapacityFOBOS, CapacityRDA
 
     cls = {"CapacityRDA": CapacityRDA, "CapacityFOBOS": CapacityFOBOS}.get(state.get("meta", {}).get("class"), CapacityRDA)

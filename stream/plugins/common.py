@@ -43,7 +43,16 @@ def construct(model: str, cls, *args, **kwargs):
 
 
 def require_trained(learner, model: str) -> None:
-    """Raise :class:`NotFittedError` if ``learner`` has learned no example (``n_seen == 0``)."""
+    """Raise :class:`NotFittedError` if ``learner`` has learned no example (``n_seen == 0``).
+
+    Examples
+    --------
+    >>> from learners.capacity import CapacityRDA
+    >>> require_trained(CapacityRDA(["a", "b"]), "capacity")
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.NotFittedError: The capacity model has not learned any example yet; nothing to explain.
+    """
     if not getattr(learner, "n_seen", 1):
         raise NotFittedError(f"The {model} model has not learned any example yet; nothing to explain.")
 
@@ -65,6 +74,12 @@ def session_of(ctx) -> dict:
     ------
     InvalidInputError
         If the job carries no session.
+
+    Examples
+    --------
+    >>> from stream.registry import ExplainContext
+    >>> session_of(ExplainContext("m", params={"session": {"session_id": "s1"}}))
+    {'session_id': 's1'}
     """
     s = ctx.params.get("session") if ctx.params else None
     if not s:

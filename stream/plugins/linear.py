@@ -30,7 +30,14 @@ def linear_factory(settings, params: dict):
 
 
 def linear_loader(state: dict):
-    """:meth:`LinearBT.from_state <learners.linear.LinearBT.from_state>`."""
+    """:meth:`LinearBT.from_state <learners.linear.LinearBT.from_state>`.
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> linear_loader(LinearBT(["a", "b"]).state_dict()).feature_names
+    ['a', 'b']
+    """
     from learners.linear import LinearBT
 
     return LinearBT.from_state(state)
