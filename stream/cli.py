@@ -346,8 +346,10 @@ def demo_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar while replaying."),
 ):
     """Run the end-to-end demo (broker, replay of a real data set, learner + explainer workers, summary, HTML report)."""
+    import importlib
+
     try:
-        from stream import demo
+        demo = importlib.import_module("stream.demo")
     except ImportError:
         typer.echo("prefstream demo is not available yet in this build (stream.demo is missing).", err=True)
         raise typer.Exit(2) from None

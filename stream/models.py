@@ -29,7 +29,7 @@ item features from ``Settings.feature_names`` and, for ``cgpm``, contexts from
 ``capacity`` pools RDA parts and otherwise explains the largest part
 (:func:`stream.plugins.capacity.merge_capacity`); ``gpm``/``cgpm`` form the count-weighted
 ensemble (:func:`stream.plugins.gpm_merge.merge_gpm`); ``linear-bt`` mixes parameters by count
-(the registry's default). Explanation budgets: :mod:`stream.plugins.budgets`.
+(``LinearBT.__iadd__``, the registry's default for a mergeable learner). Explanation budgets: :mod:`stream.plugins.budgets`.
 
 Explainers that only make sense for click sessions carry ``session_only = True``; the explainer
 worker runs them on click-session jobs (``ctx.params["session"]``) and the others on preference

@@ -1,7 +1,8 @@
 """The ``linear-bt`` plug-in: :class:`learners.linear.LinearBT` and its exact ``linear-shapley`` values.
 
-Merge rule: none registered, so :func:`stream.registry.merge_learners` mixes the parameters of
-per-partition learners, weighted by their training counts (:func:`stream.registry.weighted_average_merge`).
+Merge rule: no merger is registered, so :func:`stream.registry.merge_learners` uses
+:meth:`LinearBT.__iadd__ <learners.linear.LinearBT.__iadd__>`: the training-count-weighted average
+of the raw-unit weights (parameter mixing, Zinkevich et al. 2010).
 """
 
 from __future__ import annotations
