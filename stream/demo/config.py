@@ -51,6 +51,13 @@ def default_model_params(ds, models: list[str], gpm_params: dict | None = None) 
     masses). Up to 10 criteria the monotonicity constraints of ADMM-RDA (Algorithm 2) are
     enforced; their number grows as n·3^(n−1) (Section 4), so wider data sets (Pokémon: 26
     features) use unconstrained RDA (Algorithm 1).
+
+    Examples
+    --------
+    >>> from stream.adapters import load_dataset
+    >>> p = default_model_params(load_dataset("train"), ["capacity", "gpm"])
+    >>> p["capacity"]["constraints"], p["capacity"]["decreasing"], p["gpm"]["refit_every"]
+    (['monotone'], ['price', 'time', 'change', 'comfort'], 500)
     """
     names = list(ds.feature_names)
     dirs = getattr(ds, "criteria_directions", None) or {}

@@ -29,7 +29,15 @@ COALITION_BUDGET = 2048
 
 
 def dist_options(d: int) -> dict:
-    """``method`` / ``n_samples`` keywords for distributional values of a ``d``-player game within the budget."""
+    """``method`` / ``n_samples`` keywords for distributional values of a ``d``-player game within the budget.
+
+    Examples
+    --------
+    >>> dist_options(EXACT_MAX_PLAYERS)["method"], dist_options(EXACT_MAX_PLAYERS + 1)["method"]
+    ('exact', 'monte-carlo')
+    >>> dist_options(200)["n_samples"]      # never fewer than 16 samples
+    16
+    """
     if d <= EXACT_MAX_PLAYERS:
         return {"method": "exact"}
     return {"method": "monte-carlo", "n_samples": max(16, COALITION_BUDGET // (2 * d))}

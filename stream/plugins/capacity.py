@@ -104,7 +104,18 @@ def merge_capacity(parts: list):
 
 
 def capacity_shapley(learner, examples, ctx) -> Explanation:
-    """Shapley values of the learned capacity (:func:`explainers.capacity.capacity_shapley`), one record per event."""
+    """Shapley values of the learned capacity (:func:`explainers.capacity.capacity_shapley`), one record per event.
+
+    Examples
+    --------
+    >>> from learners.capacity import CapacityRDA
+    >>> m = CapacityRDA(["x", "y"], scaler="none")
+    >>> for _ in range(30):
+    ...     m.learn_one({"x": 0.9, "y": 0.2}, {"x": 0.1, "y": 0.3}, 1)
+    >>> e = capacity_shapley(m, [None, None], None)     # two events: the same model-level values twice
+    >>> e.values.shape, bool(e.values[0, 0] > e.values[0, 1])
+    ((2, 2), True)
+    """
     from explainers.capacity import capacity_shapley as shapley
 
     require_trained(learner, "capacity")

@@ -52,7 +52,14 @@ def cgpm_factory(settings, params: dict):
 
 
 def gpm_loader(state: dict):
-    """Rebuild a RefittingCGPM (state with context names) or RefittingGPM from a snapshot state."""
+    """Rebuild a RefittingCGPM (state with context names) or RefittingGPM from a snapshot state.
+
+    Examples
+    --------
+    >>> from learners.refit import RefittingCGPM
+    >>> type(gpm_loader(RefittingCGPM(["a"], context_names=["u"]).state_dict())).__name__
+    'RefittingCGPM'
+    """
     from learners.refit import RefittingCGPM, RefittingGPM
 
     if state.get("meta", {}).get("context_names"):

@@ -47,7 +47,15 @@ def feature_groups(names: Sequence[str]) -> dict[str, list[str]]:
 
 def players_of(names: Sequence[str], grouped: bool) -> tuple[list[str], np.ndarray]:
     """Players (the groups of :func:`feature_groups` when ``grouped``, else the features) and
-    their membership matrix, a bool ndarray of shape (n_players, len(names))."""
+    their membership matrix, a bool ndarray of shape (n_players, len(names)).
+
+    Examples
+    --------
+    >>> players_of(["c=1", "c=2", "c=3", "x"], grouped=False)[0]
+    ['c=1', 'c=2', 'c=3', 'x']
+    >>> players_of(["c=1", "c=2", "c=3", "x"], grouped=True)[1].sum(axis=1).tolist()
+    [3, 1]
+    """
     names = list(names)
     groups = feature_groups(names) if grouped else {}
     out, rows, seen = [], [], set()
