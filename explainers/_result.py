@@ -149,13 +149,26 @@ class Explanation:
         return np.abs(self._as_batch(self.base_values) + v.sum(axis=1) - self._as_batch(self.prediction))
 
     def mean_abs(self) -> dict[str, float]:
-        """Mean |φ| per feature over instances, sorted descending (for bar plots and summaries)."""
+        """Mean |φ| per feature over instances, sorted descending (for bar plots and summaries).
+
+        Examples
+        --------
+        >>> e = Explanation(values=[[0.5, -2.0], [1.5, 0.0]], base_values=0.0, feature_names=["a", "b"], method="m")
+        >>> e.mean_abs()
+        {'a': 1.0, 'b': 1.0}
+        """
         v = np.abs(self.values.reshape(self.n_instances, -1)).mean(axis=0)
         order = np.argsort(-v, kind="stable")
         return {self.feature_names[i]: float(v[i]) for i in order}
 
     def top_features(self, k: int = 3) -> list[str]:
-        """The ``k`` features of largest mean |φ|."""
+        """The ``k`` features of largest mean |φ|.
+
+        Examples
+        --------
+        >>> Explanation(values=[0.1, -3.0, 2.0], base_values=0.0, feature_names=["a", "b", "c"], method="m").top_features(2)
+        ['b', 'c']
+        """
         return list(self.mean_abs())[:k]
 
     def __getitem__(self, i: int) -> "Explanation":
@@ -247,7 +260,15 @@ class Explanation:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "Explanation":
-        """Rebuild a one-instance :class:`Explanation` from an explanation record."""
+        """Rebuild a one-instance :class:`Explanation` from an explanation record.
+
+        Examples
+        --------
+        >>> e = Explanation(values=[[0.5, -2.0], [1.5, 0.0]], base_values=0.0, feature_names=["a", "b"], method="m")
+        >>> back = Explanation.from_record(e.to_records(["r0", "r1"])[1])
+        >>> back.values.tolist(), back.instance_ids
+        ([1.5, 0.0], ['r1'])
+        """
         try:
             return cls(
                 values=record["values"], base_values=record["base_value"], feature_names=record["feature_names"],
@@ -260,5 +281,13 @@ class Explanation:
             raise InvalidInputError(f"Explanation record lacks the field {exc.args[0]!r}.") from None
 
     def to_json(self) -> str:
-        """All records as a JSON array string."""
+        """All records as a JSON array string.
+
+        Examples
+        --------
+        >>> import json
+        >>> e = Explanation(values=[0.25], base_values=1.0, feature_names=["a"], method="m", prediction=1.25)
+        >>> [(r["values"], r["base_value"], r["prediction"]) for r in json.loads(e.to_json())]
+        [([0.25], 1.0, 1.25)]
+        """
         return json.dumps(self.to_records())

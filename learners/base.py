@@ -29,6 +29,15 @@ def dict_to_array(x: Mapping[str, float], feature_names: Sequence[str], owner: s
     ------
     InvalidInputError
         If a feature is missing, not a number, NaN or infinite.
+
+    Examples
+    --------
+    >>> dict_to_array({"b": 2, "a": 1.5}, ["a", "b"])
+    array([1.5, 2. ])
+    >>> dict_to_array({"a": float("inf")}, ["a"], owner="LinearBT")
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.InvalidInputError: LinearBT: feature 'a' must be finite; got inf.
     """
     out = np.empty(len(feature_names), dtype=np.float64)
     for j, name in enumerate(feature_names):
@@ -50,7 +59,17 @@ def dict_to_array(x: Mapping[str, float], feature_names: Sequence[str], owner: s
 
 
 def check_outcome(y, owner: str = "learner") -> int:
-    """Validate an outcome: +1 (left preferred), −1 (right preferred) or 0 (indifferent)."""
+    """Validate an outcome: +1 (left preferred), −1 (right preferred) or 0 (indifferent).
+
+    Examples
+    --------
+    >>> check_outcome(-1)
+    -1
+    >>> check_outcome(True)
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.InvalidInputError: learner: outcome must be +1, -1 or 0; got True.
+    """
     if y not in (1, -1, 0) or isinstance(y, bool):
         raise InvalidInputError(f"{owner}: outcome must be +1, -1 or 0; got {y!r}.")
     return int(y)

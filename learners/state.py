@@ -24,6 +24,17 @@ def dump_state(state: dict) -> bytes:
     ------
     SnapshotError
         If the meta part is not JSON-serialisable or an array has dtype object.
+
+    Examples
+    --------
+    >>> data = dump_state({"meta": {"n": 3}, "arrays": {"w": np.arange(3.0)}})
+    >>> back = load_state(data)
+    >>> back["meta"], back["arrays"]["w"].tolist()
+    ({'n': 3}, [0.0, 1.0, 2.0])
+    >>> dump_state({"meta": {"x": float("nan")}, "arrays": {}})
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.SnapshotError: State meta must be JSON-serialisable with finite numbers: Out of range float values are not JSON compliant
     """
     try:
         meta = json.dumps(state.get("meta", {}), allow_nan=False).encode()
@@ -47,6 +58,13 @@ def load_state(data: bytes) -> dict:
     ------
     SnapshotError
         If the bytes are not a pickle-free npz with a ``__meta__`` entry.
+
+    Examples
+    --------
+    >>> load_state(b"not a snapshot")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.SnapshotError: Not a prefstream state snapshot: ...
     """
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:

@@ -111,7 +111,7 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     """
     from tqdm import tqdm
 
-    from stream import registry
+    from stream.models import register_all
     from stream.settings import Settings
     from stream.workers.explainer import ExplainerCore
     from stream.workers.learner import LearnerCore
@@ -126,7 +126,7 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     if out.is_dir():
         raise InvalidParameterError(f"Output {str(out)!r} is a directory; pass a file path such as {str(out / 'explanations.jsonl')!r}.")
     settings = settings or Settings.load()
-    registry.models()  # registers the built-ins
+    register_all()  # the built-in models and explainers (stream.models)
     learner = LearnerCore(settings)
     explainer = ExplainerCore(settings)
     topic = settings.topic_clicks if kind == "click" else settings.topic_preferences

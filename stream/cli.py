@@ -43,6 +43,13 @@ ParamOpt = typer.Option(None, "--param", help="A model parameter as model.name=v
 
 
 def _parse_sets(sets: List[str] | None) -> dict[str, Any]:
+    """``--set key=value`` items as a dict, values parsed as JSON when they are JSON.
+
+    Examples
+    --------
+    >>> _parse_sets(["explain_sample_rate=0.1", 'models=["gpm"]', "log_level=INFO"])
+    {'explain_sample_rate': 0.1, 'models': ['gpm'], 'log_level': 'INFO'}
+    """
     out: dict[str, Any] = {}
     for item in sets or []:
         key, sep, raw = item.partition("=")
@@ -57,7 +64,13 @@ def _parse_sets(sets: List[str] | None) -> dict[str, Any]:
 
 
 def _parse_params(params: List[str] | None) -> dict[str, dict[str, Any]]:
-    """``["linear-bt.learning_rate=0.05"]`` → ``{"linear-bt": {"learning_rate": 0.05}}``."""
+    """``["linear-bt.learning_rate=0.05"]`` → ``{"linear-bt": {"learning_rate": 0.05}}``.
+
+    Examples
+    --------
+    >>> _parse_params(["linear-bt.learning_rate=0.05", 'capacity.constraints=["monotone"]'])
+    {'linear-bt': {'learning_rate': 0.05}, 'capacity': {'constraints': ['monotone']}}
+    """
     out: dict[str, dict[str, Any]] = {}
     for item in params or []:
         key, sep, raw = item.partition("=")
@@ -333,8 +346,10 @@ def demo_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar while replaying."),
 ):
     """Run the end-to-end demo (broker, replay of a real data set, learner + explainer workers, summary, HTML report)."""
+    import importlib
+
     try:
-        from stream import demo
+        demo = importlib.import_module("stream.demo")
     except ImportError:
         typer.echo("prefstream demo is not available yet in this build (stream.demo is missing).", err=True)
         raise typer.Exit(2) from None
@@ -366,7 +381,7 @@ def report_cmd(
     out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Where index.html goes (default: the run folder)."),
 ):
     """Rebuild the HTML report of a run (demo or `prefstream run`) from its summary.json and records.jsonl."""
-    from stream.demo import rebuild_report
+    from stream.report import rebuild_report
 
     try:
         path = rebuild_report(run_dir, out_dir)
@@ -377,7 +392,23 @@ def report_cmd(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``prefstream`` console script."""
+    """Entry point of the ``prefstream`` console script (and of ``python -m stream``).
+
+    Registers the built-in models and explainers (:func:`stream.models.register_all`) before
+    running the command, so every worker, the demo's included, sees the same registry.
+
+    Examples
+    --------
+    >>> main(["report", "--run-dir", "/no/such/run"])  # the error goes to stderr as one line
+    1
+    """
+    from stream.models import register_all
+
+    try:
+        register_all()
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return 2
     try:
         app(args=argv, prog_name="prefstream", standalone_mode=True)
     except SystemExit as exc:

@@ -1,455 +1,127 @@
-"""The learners and explainers of prefstream, plugged into the workers through :mod:`stream.registry`.
+"""The built-in models and explainers, registered in one place: :func:`register_all`.
 
 =========  ==============================================  =========================================
-model      learner                                         explanation methods
+model      learner (plug-in module)                        explanation methods
 =========  ==============================================  =========================================
 capacity   :class:`learners.capacity.CapacityRDA`           capacity-shapley, capacity-interaction,
            (RDA, or ADMM-RDA with ``constraints``)         sharp-rank, sharp-pairwise,
-                                                           distributional-bernoulli,
+           :mod:`stream.plugins.capacity`                  distributional-bernoulli,
                                                            distributional-categorical (click sessions)
 gpm        :class:`learners.refit.RefittingGPM`             pref-shap, distributional-bernoulli,
-                                                           distributional-categorical (click sessions)
+           :mod:`stream.plugins.gpm`                       distributional-categorical (click sessions)
 cgpm       :class:`learners.refit.RefittingCGPM`            pref-shap, pref-shap-context,
-                                                           distributional-bernoulli
-linear-bt  :class:`learners.linear.LinearBT`                linear-shapley (registered by the registry)
+           :mod:`stream.plugins.gpm`                       distributional-bernoulli
+linear-bt  :class:`learners.linear.LinearBT`                linear-shapley
+           :mod:`stream.plugins.linear`
 =========  ==============================================  =========================================
+
+This is the only module that both imports :mod:`stream.registry` and names a built-in; the
+registry never imports it. The entry points call :func:`register_all` explicitly (the
+``prefstream`` CLI before any command, :func:`stream.batch.run_batch`); from a notebook call
+``stream.load_builtins()`` first. It is idempotent, and it never replaces a registration it did
+not make: if ``"capacity"`` (say) is already registered with another factory it raises
+:class:`~learners.exceptions.InvalidParameterError` — register your own model under another
+name, or after :func:`register_all` with ``replace=True``.
 
 Per-model parameters come from ``Settings.model_params[<model>]`` (config file, ``--param``);
 item features from ``Settings.feature_names`` and, for ``cgpm``, contexts from
-``Settings.context_names``.
-
-Merging per-partition learners (:func:`stream.registry.merge_learners`):
-
-* ``capacity`` — RDA's state is a gradient sum and a count; ``a += b`` pools them
-  (:meth:`learners.capacity.CapacityRDA.merge` documents what this equals).
-* ``gpm``/``cgpm`` — the count-weighted *ensemble* g = Σ_k w_k g_k. With equal length-scales the
-  ensemble is again a GPM whose Nyström centres are the union of the parts' centres and whose
-  coefficients are w_k α_k, so Pref-SHAP explains it exactly; parts with different length-scales
-  cannot be pooled that way and the part with the most examples is used (logged).
-
-Explanation budgets: data with more than ``EXACT_MAX_PLAYERS`` features have their one-hot groups
-(:func:`feature_groups`) explained as one player each by Pref-SHAP and the distributional values
-(Pref-SHAP then runs in float32); if still wider, sampled
-coalitions (Pref-SHAP) and Monte Carlo (distributional values) within ``COALITION_BUDGET``
-coalition evaluations per call; ShaRP refuses more than 20 features (counted as skipped).
+``Settings.context_names``. Merge rules (decided once, in each plug-in module):
+``capacity`` pools RDA parts and otherwise explains the largest part
+(:func:`stream.plugins.capacity.merge_capacity`); ``gpm``/``cgpm`` form the count-weighted
+ensemble (:func:`stream.plugins.gpm_merge.merge_gpm`); ``linear-bt`` mixes parameters by count
+(``LinearBT.__iadd__``, the registry's default for a mergeable learner). Explanation budgets: :mod:`stream.plugins.budgets`.
 
 Explainers that only make sense for click sessions carry ``session_only = True``; the explainer
 worker runs them on click-session jobs (``ctx.params["session"]``) and the others on preference
-events.
+events. Explainers whose values add up to the explained output (base + Σφ = prediction) carry
+``additive = True``, which the contract suite in ``tests/checks`` verifies.
+
+Examples
+--------
+>>> from stream import registry
+>>> register_all()
+>>> "capacity" in registry.models() and "linear-shapley" in registry.explainers_for("linear-bt")
+True
+>>> register_all()    # idempotent
 """
 
 from __future__ import annotations
 
-import copy
-import logging
 import threading
-import weakref
-from typing import Any
 
-import numpy as np
+from learners.exceptions import InvalidParameterError
+from stream import registry
+from stream.plugins import capacity as _cap
+from stream.plugins import gpm as _gpm
+from stream.plugins import linear as _lin
+from stream.plugins.gpm_merge import merge_gpm
+# the player grouping the explainers use, under the names this module gave it before the split
+from stream.plugins.groups import feature_groups  # noqa: F401
+from stream.plugins.groups import on_features as _on_features  # noqa: F401
+from stream.plugins.groups import players as _players  # noqa: F401
+from stream.plugins.sessions import session_categorical
 
-from explainers._result import Explanation
-from learners.exceptions import InvalidInputError, InvalidParameterError, NotFittedError
+__all__ = ["BUILTIN_EXPLAINERS", "BUILTIN_MODELS", "register_all"]
 
-__all__ = ["register_all"]
+#: name → (factory, loader, merger or None)
+BUILTIN_MODELS = {
+    "linear-bt": (_lin.linear_factory, _lin.linear_loader, None),
+    "capacity": (_cap.capacity_factory, _cap.capacity_loader, _cap.merge_capacity),
+    "gpm": (_gpm.gpm_factory, _gpm.gpm_loader, merge_gpm),
+    "cgpm": (_gpm.cgpm_factory, _gpm.gpm_loader, merge_gpm),
+}
 
-log = logging.getLogger(__name__)
+#: model → {method: explainer}
+BUILTIN_EXPLAINERS = {
+    "linear-bt": {"linear-shapley": _lin.explain_linear_shapley},
+    "capacity": {"capacity-shapley": _cap.capacity_shapley, "capacity-interaction": _cap.capacity_interaction,
+                 "sharp-rank": _cap.sharp_rank, "sharp-pairwise": _cap.sharp_pairwise,
+                 "distributional-bernoulli": _cap.margin_bernoulli,
+                 "distributional-categorical": session_categorical},
+    "gpm": {"pref-shap": _gpm.pref_shap, "distributional-bernoulli": _gpm.gpm_bernoulli,
+            "distributional-categorical": session_categorical},
+    "cgpm": {"pref-shap": _gpm.pref_shap, "pref-shap-context": _gpm.pref_shap_context,
+             "distributional-bernoulli": _gpm.gpm_bernoulli},
+}
 
-_DONE = False
 _LOCK = threading.Lock()
+_DONE = False
 
-#: Explanation budgets per call, so that wide data (e.g. Pokémon, d = 26) stay bounded in the
-#: stream. Exact enumeration up to EXACT_MAX_PLAYERS players (2^10 = 1024 coalitions); above, Pref-SHAP
-#: samples WIDE_PREFSHAP_COALITIONS unique coalitions (Algorithm 2 of paper 000) and distributional
-#: values use Monte Carlo with about COALITION_BUDGET coalition evaluations (≈ budget / 2d samples).
-EXACT_MAX_PLAYERS = 10
-WIDE_PREFSHAP_COALITIONS = 512
-COALITION_BUDGET = 2048
 
-
-def feature_groups(names) -> dict[str, list[str]]:
-    """One-hot groups by naming convention: ``<group>=<level>`` or ``<group>_<level>`` shared by ≥ 3 features.
-
-    E.g. the Pokémon adapter's ``type_Bug … type_Water`` become one player ``type`` (paper 000,
-    Fig. 4 sums the type indicators' values); names without such a shared prefix stay single players.
-    """
-    by: dict[str, list[str]] = {}
-    for n in names:
-        key = n.split("=", 1)[0] if "=" in n else (n.split("_", 1)[0] if "_" in n else None)
-        if key:
-            by.setdefault(key, []).append(n)
-    return {g: fs for g, fs in by.items() if len(fs) >= 3}
-
-
-def _players(names) -> tuple[list[str], np.ndarray]:
-    """Players (groups for wide data, else features) and their (n_players, d) membership matrix."""
-    groups = feature_groups(names) if len(names) > EXACT_MAX_PLAYERS else {}
-    players, rows, seen = [], [], set()
-    for j, n in enumerate(names):
-        g = next((g for g, fs in groups.items() if n in fs), None)
-        if g is None:
-            r = np.zeros(len(names), bool); r[j] = True
-            players.append(n); rows.append(r)
-        elif g not in seen:
-            seen.add(g)
-            players.append(g); rows.append(np.isin(names, groups[g]))
-    return players, np.array(rows)
-
-
-def _on_features(nu, member: np.ndarray):
-    """A value function of player coalitions (K, P) from one of feature coalitions (K, d)."""
-    return lambda C: nu((np.asarray(C, dtype=np.int64) @ member.astype(np.int64)) > 0)
-
-
-def _dist_options(d: int) -> dict:
-    """method / n_samples for distributional values of a d-player game within the budget."""
-    if d <= EXACT_MAX_PLAYERS:
-        return {"method": "exact"}
-    return {"method": "monte-carlo", "n_samples": max(16, COALITION_BUDGET // (2 * d))}
-
-
-# ----------------------------------------------------------------------------- helpers
-def _arrays(examples, names, side: str) -> np.ndarray:
-    try:
-        return np.array([[float(getattr(ex, side)[f]) for f in names] for ex in examples], dtype=np.float64)
-    except KeyError as exc:
-        raise InvalidInputError(f"The explained item lacks feature {exc.args[0]!r} of the model.") from None
-
-
-def _contexts(examples, names) -> np.ndarray:
-    try:
-        return np.array([[float((ex.context or {})[c]) for c in names] for ex in examples], dtype=np.float64)
-    except KeyError as exc:
-        raise InvalidInputError(f"The explained event lacks context feature {exc.args[0]!r} of the model.") from None
-
-
-def _reference_items(learner, ctx, names, limit: int = 512) -> np.ndarray:
-    """The item catalog (or, for inline data, the items of the background reservoir)."""
-    rows = []
-    if ctx.catalog is not None and len(ctx.catalog):
-        for _, feats in ctx.catalog.items():
-            try:
-                rows.append([float(feats[f]) for f in names])
-            except KeyError:
-                continue
-    if len(rows) < 2:
-        XL, XR = ctx.background_arrays(names)
-        rows = np.concatenate([XL, XR]).tolist()
-    X = np.unique(np.asarray(rows, dtype=np.float64).reshape(-1, len(names)), axis=0)
-    if len(X) > limit:
-        X = X[ctx.rng.choice(len(X), size=limit, replace=False)]
-    return X
-
-
-def _tile(e: Explanation, n: int) -> Explanation:
-    """A model-level explanation repeated for ``n`` explained events (one record each)."""
-    if n == 1:
-        return e
-    return Explanation(values=np.tile(np.asarray(e.values).reshape(1, -1), (n, 1)), base_values=np.repeat(e.base_values, n),
-                       feature_names=e.feature_names, method=e.method,
-                       prediction=None if e.prediction is None else np.repeat(e.prediction, n), model_name=e.model_name,
-                       model_version=e.model_version, compute_time=e.compute_time, extra=e.extra)
-
-
-def _session(ctx) -> dict:
-    s = ctx.params.get("session") if ctx.params else None
-    if not s:
-        raise InvalidInputError("This explainer explains click sessions; the job carries none.")
-    return s
-
-
-# ----------------------------------------------------------------------------- capacity
-def _capacity_factory(settings, params: dict):
-    from learners.capacity import CapacityRDA
-
-    p = dict(params)
-    criteria = p.pop("criteria", None) or list(settings.feature_names or [])
-    if not criteria:
-        raise InvalidInputError("The capacity model needs its criteria: set feature_names (or model_params.capacity.criteria).")
-    p.setdefault("scaler", "minmax")  # raw event features are rarely in [0, 1]; scaler="none" to require it
-    return _construct("capacity", CapacityRDA, criteria, **p)
-
-
-def _construct(model: str, cls, *args, **kwargs):
-    """``cls(*args, **kwargs)`` with an unknown keyword turned into a clear InvalidParameterError."""
-    try:
-        return cls(*args, **kwargs)
-    except TypeError as exc:
-        import inspect
-
-        known = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "args", "kwargs")]
-        raise InvalidParameterError(
-            f"Model {model!r} got an unknown parameter ({exc}). Its parameters are {known}; set them with "
-            f"--param {model}.<name>=<value> or model_params.{model} in the config file.") from None
-
-
-def _capacity_loader(state: dict):
-    from learners.capacity import CapacityFOBOS, CapacityRDA
-
-    cls = {"CapacityRDA": CapacityRDA, "CapacityFOBOS": CapacityFOBOS}.get(state.get("meta", {}).get("class"), CapacityRDA)
-    return cls.from_state(state)
-
-
-def _trained(learner) -> None:
-    if not getattr(learner, "n_seen", 1):
-        raise NotFittedError("The capacity model has not learned any example yet; nothing to explain.")
-
-
-def _capacity_shapley(learner, examples, ctx) -> Explanation:
-    from explainers.capacity import capacity_shapley
-
-    _trained(learner)
-    return _tile(capacity_shapley(learner), len(examples))
-
-
-def _capacity_interaction(learner, examples, ctx) -> Explanation:
-    from explainers.capacity import capacity_interaction
-
-    _trained(learner)
-    return _tile(capacity_interaction(learner), len(examples))
-
-
-def _sharp_catalog(learner, examples, ctx):
-    from explainers.sharp import SharpExplainer, learner_score_fn
-
-    names = list(learner.feature_names)
-    ref = _reference_items(learner, ctx, names)
-    XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
-    X = np.concatenate([ref, XL, XR])
-    n = len(ref)
-    ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names)
-    return ex, n, len(examples)
-
-
-def _sharp_rank(learner, examples, ctx) -> Explanation:
-    """ShaRP rank QoI of the left item of each event within the catalog (paper 001, Eq. 3)."""
-    ex, n, k = _sharp_catalog(learner, examples, ctx)
-    return ex.explain(np.arange(n, n + k), "rank")
-
-
-def _sharp_pairwise(learner, examples, ctx) -> Explanation:
-    """ShaRP pairwise rank explanation of left vs right (paper 001, Section 5, Eq. 7)."""
-    ex, n, k = _sharp_catalog(learner, examples, ctx)
-    pairs = np.stack([np.arange(n, n + k), np.arange(n + k, n + 2 * k)], axis=1)
-    return ex.explain_pairwise(pairs, "rank")
-
-
-def _margin_bernoulli(learner, examples, ctx) -> Explanation:
-    """Bernoulli distributional values of who is preferred, from the learner's batched margin."""
-    from explainers.distributional import explain_preference, pairwise_margin_value_function
-
-    names = list(learner.feature_names)
-    XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
-    margin = getattr(learner, "margins", None) or getattr(learner, "margin")
-    players, member = _players(names)
-    out = []
-    for xl, xr, ex in zip(XL, XR, examples):
-        nu = _on_features(pairwise_margin_value_function(margin, xl, xr), member)
-        out.append(explain_preference(nu, players, random_state=0, data=member.astype(float) @ (xl - xr),
-                                      instance_id=ex.event_id, **_dist_options(len(players))))
-    return Explanation.concat(out)
-
-
-def _choice_utilities(learner, names):
-    """Utilities of shown items: the capacity value F(x); for a GPM the mean margin against the others."""
-    score = getattr(learner, "score", None)
-    if callable(score):
-        return lambda X: np.asarray(score(np.asarray(X, dtype=np.float64)), dtype=np.float64)
-    gpm = getattr(learner, "model", learner)
-    if getattr(gpm, "decision_function", None) is None:
-        raise NotFittedError("The GPM has not been fitted yet; no utilities for the click session.")
-
-    def u(X):
-        X = np.asarray(X, dtype=np.float64)
-        k = len(X)
-        i, j = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
-        g = np.asarray(gpm.decision_function(X[i.ravel()], X[j.ravel()]), dtype=np.float64).reshape(k, k)
-        return g.mean(axis=1)
-
-    return u
-
-
-def _session_categorical(learner, examples, ctx) -> Explanation:
-    """Categorical distributional values of a click among the shown items (paper 003, Lemma 3.7)."""
-    from explainers.distributional import explain_choice
-
-    s = _session(ctx)
-    names = list(learner.feature_names)
-    try:
-        items = np.array([[float(it["features"][f]) for f in names] for it in s["shown"]], dtype=np.float64)
-    except KeyError as exc:
-        raise InvalidInputError(f"A shown item lacks feature {exc.args[0]!r} of the model.") from None
-    ids = [str(it.get("id", k)) for k, it in enumerate(s["shown"])]
-    target = ids.index(s["clicked"][0]) if s.get("clicked") and s["clicked"][0] in ids else None
-    e = explain_choice(_choice_utilities(learner, names), items, items.mean(axis=0), feature_names=names, item_names=ids,
-                       target=target, random_state=0, instance_id=str(s.get("session_id", "")),
-                       **_dist_options(len(names)))
-    return _tile(e, len(examples))
-
-
-_session_categorical.session_only = True
-
-
-# ----------------------------------------------------------------------------- GPM
-def _gpm_factory(settings, params: dict):
-    from learners.refit import RefittingGPM
-
-    p = dict(params)
-    names = p.pop("feature_names", None) or list(settings.feature_names or [])
-    if not names:
-        raise InvalidInputError("The gpm model needs feature_names (settings.feature_names).")
-    return _construct("gpm", RefittingGPM, names, **p)
-
-
-def _cgpm_factory(settings, params: dict):
-    from learners.refit import RefittingCGPM
-
-    p = dict(params)
-    names = p.pop("feature_names", None) or list(settings.feature_names or [])
-    ctx = p.pop("context_names", None) or list(settings.context_names or [])
-    if not names or not ctx:
-        raise InvalidInputError("The cgpm model needs feature_names and context_names.")
-    return _construct("cgpm", RefittingCGPM, names, context_names=ctx, **p)
-
-
-def _gpm_loader(state: dict):
-    from learners.refit import RefittingCGPM, RefittingGPM
-
-    if state.get("meta", {}).get("context_names"):
-        return RefittingCGPM.from_state(state)
-    return RefittingGPM.from_state(state)
-
-
-def _gpm_merge(parts: list):
-    """Count-weighted ensemble of per-partition GPMs (see the module docstring)."""
-    fitted = [(lr, n) for lr, n in parts if getattr(lr, "model", None) is not None]
-    if not fitted:
-        return max(parts, key=lambda p: p[1])[0]
-    if len(fitted) == 1:
-        return fitted[0][0]
-    models = [lr.model for lr, _ in fitted]
-    ls0 = np.asarray(models[0].lengthscales_)
-    same = all(np.allclose(np.asarray(m.lengthscales_), ls0) for m in models)
-    same = same and all(np.allclose(_scaler_params(m), _scaler_params(models[0])) for m in models)
-    ctx = getattr(models[0], "centres_context_", None) is not None
-    if ctx:
-        same = same and all(np.allclose(np.asarray(m.context_lengthscales_), np.asarray(models[0].context_lengthscales_))
-                            for m in models)
-    if not same:
-        log.info("GPM parts have different length-scales or scalers; using the part with the most examples")
-        return max(fitted, key=lambda p: p[1])[0]
-    total = float(sum(n for _, n in fitted)) or 1.0
-    base_lr = max(fitted, key=lambda p: p[1])[0]
-    merged_lr = copy.copy(base_lr)
-    merged = copy.copy(base_lr.model)
-    merged.centres_left_ = np.concatenate([m.centres_left_ for m in models])
-    merged.centres_right_ = np.concatenate([m.centres_right_ for m in models])
-    merged.alpha_ = np.concatenate([np.asarray(m.alpha_) * (n / total) for m, (_, n) in zip(models, fitted)])
-    if ctx:
-        merged.centres_context_ = np.concatenate([m.centres_context_ for m in models])
-    _set_model(merged_lr, merged)
-    return merged_lr
-
-
-def _scaler_params(model) -> np.ndarray:
-    probe = np.linspace(-1.0, 1.0, 3)[:, None] * np.ones((1, len(model.feature_names)))
-    return np.asarray(model.transform(probe), dtype=np.float64)
-
-
-def _set_model(refitting, model) -> None:
-    for attr in ("_model", "model_"):
-        if hasattr(refitting, attr):
-            setattr(refitting, attr, model)
-            return
-    raise InvalidInputError("Cannot install a merged GPM into this learner (no _model attribute).")
-
-
-_PREFSHAP_CACHE: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-
-
-def _prefshap_for(learner, ctx):
-    """One :class:`PrefSHAP` per fitted model snapshot (its CME Cholesky factors are cached inside)."""
-    from explainers.prefshap import PrefSHAP
-
-    model = getattr(learner, "model", None)
-    if model is None:
-        raise NotFittedError("The GPM has not been refitted yet; nothing to explain.")
-    ps = _PREFSHAP_CACHE.get(model)
-    if ps is None:
-        names = list(model.feature_names)
-        ref = _reference_items(learner, ctx, names, limit=256)
-        import torch
-
-        players, _ = _players(names)
-        groups = {p: [n for n, m in zip(names, row) if m] for p, row in zip(*_players(names)) if row.sum() > 1}
-        wide = len(players) > EXACT_MAX_PLAYERS
-        ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=256, random_state=0,
-                      max_coalitions=WIDE_PREFSHAP_COALITIONS if wide else 2048, feature_groups=groups or None,
-                      dtype=torch.float32 if len(names) > EXACT_MAX_PLAYERS else torch.float64)
-        _PREFSHAP_CACHE[model] = ps
-    return model, ps
-
-
-def _outcome(examples):
-    y = np.array([ex.outcome for ex in examples], dtype=np.float64)
-    return y if np.all(y != 0) else None
-
-
-def _pref_shap(learner, examples, ctx) -> Explanation:
-    """Pref-SHAP of each duel (paper 000, Prop. 3.2; Table 1 row 1), oriented winner vs loser when known."""
-    model, ps = _prefshap_for(learner, ctx)
-    names = list(model.feature_names)
-    XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
-    U = _contexts(examples, model.context_names) if getattr(model, "context_names", None) else None
-    return ps.explain_duels(XL, XR, U, _outcome(examples))
-
-
-def _pref_shap_context(learner, examples, ctx) -> Explanation:
-    """Pref-SHAP of the context of each duel (paper 000, Prop. 3.3; Table 1 row 3)."""
-    model, ps = _prefshap_for(learner, ctx)
-    names = list(model.feature_names)
-    XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
-    return ps.explain_duel_contexts(_contexts(examples, model.context_names), XL, XR, _outcome(examples))
-
-
-def _gpm_bernoulli(learner, examples, ctx) -> Explanation:
-    """Bernoulli distributional values from the Pref-SHAP value function: P(a feature flips who wins)."""
-    from explainers.distributional import explain_preference
-
-    model, ps = _prefshap_for(learner, ctx)
-    names = list(model.feature_names)
-    XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
-    U = _contexts(examples, model.context_names) if getattr(model, "context_names", None) else None
-    players, member = _players(names)
-    out = []
-    for k, ex in enumerate(examples):
-        u = None if U is None else U[k:k + 1]
-        nu = _on_features(lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0], member)
-        out.append(explain_preference(nu, players, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
-                                      instance_id=ex.event_id, **_dist_options(len(players))))
-    return Explanation.concat(out)
-
-
-# ----------------------------------------------------------------------------- registration
 def register_all() -> None:
-    """Register every built-in model and explainer (idempotent)."""
+    """Register every built-in model and explainer (idempotent).
+
+    Only the first call registers; a model re-registered later with ``replace=True`` stays.
+
+    Raises
+    ------
+    InvalidParameterError
+        If a built-in's name is already taken by another registration (it is never replaced).
+    """
     global _DONE
     with _LOCK:
-        if _DONE:
+        if _DONE:  # later calls never undo a replace=True made after the first one
             return
+        known = set(registry.models())
+        for name, (factory, loader, merger) in BUILTIN_MODELS.items():
+            if name in known:
+                spec = registry.get_model(name)
+                if (spec.factory, spec.loader, spec.merger) != (factory, loader, merger):
+                    raise InvalidParameterError(
+                        f"A model named {name!r} is already registered and is not the built-in one; prefstream never "
+                        f"replaces it silently. Register your model under another name, or after "
+                        f"stream.load_builtins() with replace=True.")
+                continue
+            registry.register_model(name, factory, loader, merger=merger)
+        for model, methods in BUILTIN_EXPLAINERS.items():
+            have = registry.explainers_for(model)
+            for method, fn in methods.items():
+                if method in have:
+                    if have[method] is not fn:
+                        raise InvalidParameterError(
+                            f"Explainer {method!r} of {model!r} is already registered and is not the built-in one; "
+                            "prefstream never replaces it silently. Register yours under another method name, or "
+                            "after stream.load_builtins() with replace=True.")
+                    continue
+                registry.register_explainer(model, method, fn)
         _DONE = True
-    from stream.registry import register_explainer, register_model
-
-    register_model("capacity", _capacity_factory, _capacity_loader, replace=True)
-    for method, fn in (("capacity-shapley", _capacity_shapley), ("capacity-interaction", _capacity_interaction),
-                       ("sharp-rank", _sharp_rank), ("sharp-pairwise", _sharp_pairwise),
-                       ("distributional-bernoulli", _margin_bernoulli),
-                       ("distributional-categorical", _session_categorical)):
-        register_explainer("capacity", method, fn, replace=True)
-    register_model("gpm", _gpm_factory, _gpm_loader, merger=_gpm_merge, replace=True)
-    register_model("cgpm", _cgpm_factory, _gpm_loader, merger=_gpm_merge, replace=True)
-    for name in ("gpm", "cgpm"):
-        register_explainer(name, "pref-shap", _pref_shap, replace=True)
-        register_explainer(name, "distributional-bernoulli", _gpm_bernoulli, replace=True)
-    register_explainer("gpm", "distributional-categorical", _session_categorical, replace=True)
-    register_explainer("cgpm", "pref-shap-context", _pref_shap_context, replace=True)

@@ -1,26 +1,42 @@
 """The extension point where learners and explainers plug into the workers.
 
 The learner and explainer workers never name a model class: they look models and explainers
-up here by name. A new learner needs three calls, in its own module or in
-:func:`_register_builtins` below, and nothing in the workers changes::
+up here by name. A new learner needs two calls, in its own module, and nothing in the workers
+changes::
 
-    register_model("capacity", factory=lambda settings, params: CapacityLearner(**params),
-                   loader=CapacityLearner.from_state)
-    register_explainer("capacity", "capacity-shapley", explain_capacity_shapley)
+    from learners.linear import LinearBT
+    from stream.registry import register_explainer, register_model
+
+    register_model("my-bt", factory=lambda settings, params: LinearBT(settings.feature_names, **params),
+                   loader=LinearBT.from_state)                 # optional merger=...
+    register_explainer("my-bt", "my-shapley", lambda learner, examples, ctx: ...)
 
 * ``factory(settings, params) -> PreferenceLearner`` builds a fresh learner (``params`` is
   ``settings.params_for(name)``; the factory may add ``settings.feature_names``);
 * ``loader(state) -> PreferenceLearner`` rebuilds it from a snapshot's state dict;
 * ``merger(parts) -> PreferenceLearner`` (optional) combines learners trained on different
   partitions, ``parts`` being ``[(learner, training_count), ...]``. Without one,
-  :func:`merge_learners` uses the learner's ``__iadd__`` if it has one (the mergeable RDA
-  state of the capacity learner, as ``river.stats.Mean.__iadd__``), else a count-weighted
-  average of the floating-point state arrays (parameter mixing), else the part with the
-  largest training count.
+  :func:`merge_learners` uses the learner's ``__iadd__`` if it has one (mergeable state, as
+  ``river.stats.Mean.__iadd__``), else a count-weighted average of the floating-point state
+  arrays (parameter mixing), else the part with the largest training count.
 * ``fn(learner, examples, ctx) -> Explanation`` explains a list of
   :class:`~stream.contract.PreferenceExample` with an :class:`ExplainContext`.
 
-This module imports no Kafka client; it may be used from notebooks and tests.
+This module knows no model: the built-ins (``linear-bt``, ``capacity``, ``gpm``, ``cgpm``) are
+registered by :func:`stream.models.register_all` (``stream.load_builtins()``), which imports this
+module, never the reverse. A name is never silently re-registered: pass ``replace=True``.
+It imports no Kafka client; it may be used from notebooks and tests.
+
+Examples
+--------
+>>> from learners.linear import LinearBT
+>>> spec = register_model("doc-bt", lambda settings, params: LinearBT(["a"]), LinearBT.from_state)
+>>> get_model("doc-bt").name
+'doc-bt'
+>>> register_model("doc-bt", spec.factory, spec.loader)
+Traceback (most recent call last):
+...
+learners.exceptions.InvalidParameterError: A model named 'doc-bt' is already registered; pass replace=True to override it.
 """
 
 from __future__ import annotations
@@ -33,6 +49,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError
+from stream.example_arrays import background_arrays
 
 __all__ = [
     "ExplainContext",
@@ -68,6 +85,12 @@ class ExplainContext:
         Per-worker generator for sampling explainers.
     params : dict
         Per-method options from the explain request (e.g. ``{"k": 5}``), possibly empty.
+
+    Examples
+    --------
+    >>> ctx = ExplainContext("linear-bt", model_version=4, params={"k": 5})
+    >>> ctx.model_name, ctx.model_version, ctx.background, ctx.params["k"]
+    ('linear-bt', 4, [], 5)
     """
 
     model_name: str
@@ -80,24 +103,30 @@ class ExplainContext:
     def background_arrays(self, feature_names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Background items as arrays ``(X_left, X_right)`` of shape (n_background, n_features).
 
-        Examples whose items lack one of ``feature_names`` are left out.
+        Examples whose items lack one of ``feature_names`` are left out
+        (:func:`stream.example_arrays.background_arrays`).
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace as Ex
+        >>> ctx = ExplainContext("m", background=[Ex(left={"a": 1.0}, right={"a": 3.0})])
+        >>> [x.tolist() for x in ctx.background_arrays(["a"])]
+        [[[1.0]], [[3.0]]]
         """
-        rows_l, rows_r = [], []
-        for ex in self.background:
-            try:
-                row_l = [float(ex.left[f]) for f in feature_names]
-                row_r = [float(ex.right[f]) for f in feature_names]
-            except (KeyError, TypeError, ValueError):
-                continue
-            rows_l.append(row_l)
-            rows_r.append(row_r)
-        d = len(feature_names)
-        return (np.asarray(rows_l, dtype=np.float64).reshape(-1, d), np.asarray(rows_r, dtype=np.float64).reshape(-1, d))
+        return background_arrays(self.background, feature_names)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A registered model: name, factory, loader and optional merger."""
+    """A registered model: name, factory, loader and optional merger.
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> spec = ModelSpec("bt", lambda settings, params: LinearBT(["a"]), LinearBT.from_state)
+    >>> spec.factory(None, {}).feature_names, spec.merger is None
+    (['a'], True)
+    """
 
     name: str
     factory: Callable[[Any, dict], Any]
@@ -108,7 +137,6 @@ class ModelSpec:
 _LOCK = threading.RLock()
 _MODELS: dict[str, ModelSpec] = {}
 _EXPLAINERS: dict[str, dict[str, Callable]] = {}
-_BUILTINS_DONE = False
 
 
 def register_model(name: str, factory: Callable[[Any, dict], Any], loader: Callable[[dict], Any],
@@ -166,6 +194,16 @@ def register_explainer(model_name: str, method: str, fn: Callable[[Any, list, Ex
     ------
     InvalidParameterError
         For empty names, a non-callable ``fn`` or a duplicate (without ``replace``).
+
+    Examples
+    --------
+    >>> register_explainer("doc-model", "doc-zero", lambda learner, examples, ctx: None)
+    >>> sorted(explainers_for("doc-model"))
+    ['doc-zero']
+    >>> register_explainer("doc-model", "doc-zero", print)
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.InvalidParameterError: Explainer 'doc-zero' is already registered for 'doc-model'; pass replace=True to override it.
     """
     for what, v in (("model_name", model_name), ("method", method)):
         if not isinstance(v, str) or not v:
@@ -182,8 +220,15 @@ def register_explainer(model_name: str, method: str, fn: Callable[[Any, list, Ex
 
 
 def models() -> list[str]:
-    """Names of all registered models, sorted."""
-    _register_builtins()
+    """Names of all registered models, sorted.
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> _ = register_model("doc-listed", lambda settings, params: LinearBT(), LinearBT.from_state)
+    >>> "doc-listed" in models()
+    True
+    """
     with _LOCK:
         return sorted(_MODELS)
 
@@ -196,18 +241,23 @@ def get_model(name: str) -> ModelSpec:
     InvalidParameterError
         If no model of that name is registered (the message lists the known ones).
     """
-    _register_builtins()
     with _LOCK:
         try:
             return _MODELS[name]
         except KeyError:
             raise InvalidParameterError(f"Unknown model {name!r}; registered models: {sorted(_MODELS)}. "
-                                        "Register it with stream.registry.register_model.") from None
+                                        "The built-ins are registered by stream.load_builtins() (the CLI and the "
+                                        "workers call it); register your own with stream.registry.register_model.") from None
 
 
 def explainers_for(model_name: str) -> dict[str, Callable]:
-    """``{method: fn}`` of the explainers registered for ``model_name`` (a copy; may be empty)."""
-    _register_builtins()
+    """``{method: fn}`` of the explainers registered for ``model_name`` (a copy; may be empty).
+
+    Examples
+    --------
+    >>> explainers_for("no-such-model")
+    {}
+    """
     with _LOCK:
         return dict(_EXPLAINERS.get(model_name, {}))
 
@@ -219,6 +269,13 @@ def get_explainer(model_name: str, method: str) -> Callable:
     ------
     InvalidParameterError
         If that pair is not registered (the message lists the methods that are).
+
+    Examples
+    --------
+    >>> get_explainer("no-such-model", "shapley")
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.InvalidParameterError: No explainer 'shapley' for model 'no-such-model'; registered: [].
     """
     per = explainers_for(model_name)
     try:
@@ -250,6 +307,15 @@ def weighted_average_merge(parts: list, loader: Callable[[dict], Any]) -> Any:
     ------
     InvalidInputError
         If the parts disagree on feature names, array names or shapes.
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> a, b = LinearBT(["x"]), LinearBT(["x"])
+    >>> a.learn_one({"x": 1.0}, {"x": 0.0}, 1)
+    >>> merged = weighted_average_merge([(a, 3), (b, 1)], LinearBT.from_state)
+    >>> bool(np.allclose(merged.state_dict()["arrays"]["w"], 0.75 * a.state_dict()["arrays"]["w"]))
+    True
     """
     if not parts:
         raise InvalidInputError("weighted_average_merge needs at least one (learner, count) pair.")
@@ -294,6 +360,14 @@ def merge_learners(model_name: str, parts: list) -> Any:
     Returns
     -------
     PreferenceLearner
+
+    Examples
+    --------
+    >>> from learners.linear import LinearBT
+    >>> _ = register_model("doc-merged", lambda settings, params: LinearBT(["x"]), LinearBT.from_state)
+    >>> only = LinearBT(["x"])
+    >>> merge_learners("doc-merged", [(only, 10), (None, 0)]) is only
+    True
     """
     parts = [(lr, n) for lr, n in parts if lr is not None]
     if not parts:
@@ -317,65 +391,3 @@ def merge_learners(model_name: str, parts: list) -> Any:
         log.warning("merging %s by parameter averaging failed (%s); using the part with the most examples",
                     model_name, exc)
         return max(parts, key=lambda p: p[1])[0]
-
-
-# ----------------------------------------------------------------------------- builtins
-def _register_builtins() -> None:
-    """Register the built-in models and explainers (idempotent; imports lazily)."""
-    global _BUILTINS_DONE
-    if _BUILTINS_DONE:
-        return
-    with _LOCK:
-        if _BUILTINS_DONE:
-            return
-        _BUILTINS_DONE = True
-        _register_linear()
-        from stream.models import register_all  # capacity, gpm, cgpm and their explainers
-
-        register_all()
-
-
-# -- linear-bt / linear-shapley (the first model of the spine) --------------------------------
-def _linear_factory(settings, params: dict):
-    from learners.linear import LinearBT
-
-    kw = dict(params)
-    if getattr(settings, "feature_names", None) and "feature_names" not in kw:
-        kw["feature_names"] = list(settings.feature_names)
-    return LinearBT(**kw)
-
-
-def _linear_loader(state: dict):
-    from learners.linear import LinearBT
-
-    return LinearBT.from_state(state)
-
-
-def _explain_linear_shapley(learner, examples: list, ctx: ExplainContext):
-    """Exact Shapley values of w·(x_l − x_r) (:func:`explainers.linear.explain_linear`).
-
-    The background mean difference μ = E[b_l − b_r] comes from ``ctx.background`` when it
-    holds examples, else μ = 0 (left and right items i.i.d., Hu et al. 2022, Sec. 3.1).
-    """
-    from explainers.linear import explain_linear
-
-    names = list(learner.feature_names)
-    if not names:
-        raise InvalidInputError("The linear-bt model has not learned any example yet; nothing to explain.")
-    try:
-        XL = np.array([[float(ex.left[f]) for f in names] for ex in examples], dtype=np.float64)
-        XR = np.array([[float(ex.right[f]) for f in names] for ex in examples], dtype=np.float64)
-    except KeyError as exc:
-        raise InvalidInputError(f"The explained items lack feature {exc.args[0]!r} of the linear-bt model "
-                                f"(features {names}).") from None
-    BL, BR = ctx.background_arrays(names)
-    mu = (BL - BR) if len(BL) else None
-    return explain_linear(learner, XL, XR, background_mean_diff=mu, feature_names=names,
-                          model_version=ctx.model_version, instance_ids=[ex.event_id for ex in examples])
-
-
-def _register_linear() -> None:
-    if "linear-bt" not in _MODELS:
-        register_model("linear-bt", _linear_factory, _linear_loader)
-    if "linear-shapley" not in _EXPLAINERS.get("linear-bt", {}):
-        register_explainer("linear-bt", "linear-shapley", _explain_linear_shapley)

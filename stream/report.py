@@ -2,13 +2,18 @@
 
 :func:`write_report` takes the run summary (as :mod:`stream.demo` or :mod:`stream.batch` build it)
 and the explanation records emitted during the run, and writes ``index.html`` plus one PNG per
-plot into a folder:
+plot into a folder; :func:`rebuild_report` (``prefstream report --run-dir DIR``) redraws it later
+from the run's ``summary.json`` and ``records.jsonl``:
 
 * progressive accuracy and ROC AUC over events, one line per model;
-* Pref-SHAP mean |φ| bars and beeswarm coloured by x_winner − x_loser (paper 000, Figs 2–4);
-* ShaRP waterfall for one item and box plots per 10 % rank stratum (paper 001, Section 7.2);
-* a distributional transition heatmap and importance bars with variance (paper 003);
-* capacity Shapley importances and the interaction heatmap (paper 002 / Grabisch);
+* Pref-SHAP mean |φ| bars and beeswarm coloured by x_winner − x_loser (Hu, Chau et al. 2022,
+  *Explaining Preferences with Shapley Values*, Figs 2–4);
+* ShaRP waterfall for one item and box plots per 10 % rank stratum (Pliatsika et al. 2025,
+  *ShaRP: Explaining Rankings and Preferences with Shapley Values*, Section 7.2);
+* a distributional transition heatmap and importance bars with variance (Franceschi et al. 2025,
+  *Explaining Probabilistic Models with Distributional Values*);
+* capacity Shapley importances and the interaction heatmap (Herin, Perny & Sokolovska 2024,
+  *Online Learning of Capacity-Based Preference Models*; Grabisch 1997);
 * a mean |φ| bar chart for any other method.
 
 A plot that fails is replaced by a note in the page (and logged); it never aborts the report.
@@ -20,6 +25,7 @@ import html
 import json
 import logging
 import math
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -27,8 +33,9 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from explainers._result import Explanation
+from learners.exceptions import InvalidInputError
 
-__all__ = ["combine_records", "write_report"]
+__all__ = ["combine_records", "rebuild_report", "write_report"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +83,14 @@ def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
     one-instance Explanation (``Explanation.from_record``), and the latest record as a batch of one
     (per-instance ``extra`` entries as one-element lists, the form batch plots index).
     Records of a group must share feature names (the most common set wins; others are dropped).
+
+    Examples
+    --------
+    >>> recs = Explanation(values=[[1.0, 0.0], [0.0, 2.0]], base_values=0.0, feature_names=["a", "b"],
+    ...                    method="pref-shap", model_name="gpm").to_records(["e1", "e2"])
+    >>> batch, last, last_batch = combine_records(recs)[("pref-shap", "gpm")]
+    >>> batch.values.shape, last.instance_ids
+    ((2, 2), ['e2'])
     """
     groups: dict[tuple[str, str], list[Mapping]] = defaultdict(list)
     for r in records:
@@ -261,3 +276,45 @@ window.addEventListener('load', function () {{
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
     log.info("report: %s (%d images)", path, n_img)
     return path
+
+
+def rebuild_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> Path:
+    """Redraw the HTML report of a run from ``summary.json`` and ``records.jsonl`` in ``run_dir``.
+
+    Returns
+    -------
+    Path
+        The ``index.html`` written (into ``out_dir``, default ``run_dir``).
+
+    Raises
+    ------
+    InvalidInputError
+        If ``run_dir`` lacks ``summary.json`` or a file is not valid JSON.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rebuild_report(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.InvalidInputError: .../summary.json not found: --run-dir must be a folder written by `prefstream demo` or `prefstream run` (it holds summary.json and records.jsonl).
+    """
+    d = Path(run_dir)
+    sp = d / "summary.json"
+    if not sp.is_file():
+        raise InvalidInputError(f"{sp} not found: --run-dir must be a folder written by `prefstream demo` or "
+                                "`prefstream run` (it holds summary.json and records.jsonl).")
+    try:
+        summary = json.loads(sp.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InvalidInputError(f"{sp} is not valid JSON: {exc}.") from None
+    records = []
+    rp = d / "records.jsonl"
+    if rp.is_file():
+        for k, line in enumerate(rp.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except ValueError as exc:
+                    raise InvalidInputError(f"{rp}, line {k}: not valid JSON ({exc}).") from None
+    return write_report(out_dir if out_dir is not None else d, summary, records)

@@ -149,3 +149,11 @@ def unique_topic(kafka_options, request):
                 admin.close()
         except Exception:  # cleanup is best effort; the topics are uniquely named anyway
             pass
+
+
+@pytest.fixture(autouse=True, scope="session")
+def builtin_models():
+    """The built-in models and explainers, registered as every entry point does (``stream.load_builtins``)."""
+    from stream.models import register_all
+
+    register_all()

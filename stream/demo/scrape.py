@@ -1,0 +1,148 @@
+"""Scraping the demo's workers: their Prometheus endpoints polled from a daemon thread.
+
+The demo follows its workers only through what they export (``/metrics``), as a dashboard would:
+learned counts and progressive metrics per model, refits, model versions, explanations.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+__all__ = ["MetricsScraper", "by_label", "scrape"]
+
+log = logging.getLogger(__name__)
+
+
+def scrape(port: int, timeout: float = 2.0) -> dict[tuple[str, tuple], float] | None:
+    """``{(sample name, sorted labels): value}`` of a worker's /metrics, or None if it does not answer."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as r:
+            text = r.read().decode("utf-8")
+    except OSError:
+        return None
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
+    return out
+
+
+def by_label(samples: dict, name: str, label: str) -> dict[str, float]:
+    """Sum of the samples of metric ``name`` per value of ``label``.
+
+    Examples
+    --------
+    >>> s = {("learned", (("model", "gpm"), ("topic", "a"))): 3.0, ("learned", (("model", "gpm"), ("topic", "b"))): 2.0,
+    ...      ("learned", (("model", "capacity"),)): 7.0, ("other", ()): 1.0}
+    >>> by_label(s, "learned", "model")
+    {'gpm': 5.0, 'capacity': 7.0}
+    """
+    out: dict[str, float] = defaultdict(float)
+    for (n, labels), v in samples.items():
+        if n == name:
+            out[dict(labels).get(label, "")] += v
+    return dict(out)
+
+
+@dataclass
+class MetricsScraper:
+    """Polls the learner's and explainer's Prometheus endpoints from a daemon thread.
+
+    Attributes
+    ----------
+    progress : list of dict
+        ``{"t", "events", "model", "accuracy", "roc_auc", "log_loss"}`` whenever a model's
+        learned count changed since the previous scrape.
+    refits : list of dict
+        ``{"model", "t", "events", "duration_s"}`` per refit seen (durations from the histogram's
+        sum increments; when several refits end between two scrapes they share the mean).
+    latest : dict
+        The last successful scrape of each role (``"learner"``, ``"explainer"``).
+    """
+
+    learner_port: int
+    explainer_port: int
+    interval: float = 1.0
+    progress: list = field(default_factory=list)
+    refits: list = field(default_factory=list)
+    latest: dict = field(default_factory=dict)
+    t0: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_learned: dict[str, float] = {}
+        self._last_refit: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> "MetricsScraper":
+        self._thread = threading.Thread(target=self._run, name="prefstream-demo-scraper", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop_thread(self) -> None:
+        """Ask the polling thread to end (no final scrape, no wait)."""
+        self._stop.set()
+
+    def stop(self) -> None:
+        """End the polling thread and scrape a last time."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.poll()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 - a scrape hiccup must not kill the demo
+                log.debug("scrape failed", exc_info=True)
+
+    def poll(self) -> None:
+        """Scrape both workers once and record what changed."""
+        t = time.monotonic() - self.t0
+        with self._lock:
+            for role, port in (("learner", self.learner_port), ("explainer", self.explainer_port)):
+                s = scrape(port)
+                if s is not None:
+                    self.latest[role] = s
+            s = self.latest.get("learner")
+            if s is None:
+                return
+            learned = by_label(s, "prefstream_events_learned_total", "model")
+            acc = by_label(s, "prefstream_progressive_accuracy", "model")
+            auc = by_label(s, "prefstream_progressive_roc_auc", "model")
+            ll = by_label(s, "prefstream_progressive_log_loss", "model")
+            for model, n in sorted(learned.items()):
+                if n != self._last_learned.get(model):
+                    self._last_learned[model] = n
+                    a, u, l_ = acc.get(model), auc.get(model), ll.get(model)
+                    if not a and not u:  # river's metrics read 0 before the first validated prediction
+                        a = u = l_ = None
+                    self.progress.append({"t": round(t, 2), "events": int(n), "model": model,
+                                          "accuracy": a, "roc_auc": u, "log_loss": l_})
+            cnt = by_label(s, "prefstream_refit_duration_seconds_count", "model")
+            tot = by_label(s, "prefstream_refit_duration_seconds_sum", "model")
+            for model, c in cnt.items():
+                pc, ps = self._last_refit.get(model, (0.0, 0.0))
+                if c > pc:
+                    k = int(c - pc)
+                    for _ in range(k):
+                        self.refits.append({"model": model, "t": round(t, 2), "events": int(learned.get(model, 0)),
+                                            "duration_s": (tot.get(model, 0.0) - ps) / k})
+                    self._last_refit[model] = (c, tot.get(model, 0.0))
+
+    # ----------------------------------------------------------------- readers
+    def learner(self, name: str, label: str = "model") -> dict[str, float]:
+        return by_label(self.latest.get("learner", {}), name, label)
+
+    def explainer(self, name: str, label: str = "method") -> dict[str, float]:
+        return by_label(self.latest.get("explainer", {}), name, label)
+

@@ -1,0 +1,161 @@
+"""The demo's summary: what was replayed, learned and explained, as a dict and as printed text."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+__all__ = ["format_summary", "summarise", "top_features"]
+
+
+def _median(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return float(statistics.median(xs)) if xs else None
+
+
+def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, scraper, records,
+               dead, replay_s, learn_s, wall, sample_rate, codes, params) -> dict[str, Any]:
+    learned = scraper.learner("prefstream_events_learned_total")
+    final = {}
+    for m in models:
+        final[m] = {"accuracy": scraper.learner("prefstream_progressive_accuracy").get(m),
+                    "roc_auc": scraper.learner("prefstream_progressive_roc_auc").get(m),
+                    "log_loss": scraper.learner("prefstream_progressive_log_loss").get(m)}
+    by_method: dict[str, list] = defaultdict(list)
+    for r in records:
+        by_method[r["method"]].append(r)
+    expl = {}
+    for method, recs in sorted(by_method.items()):
+        tops = {}
+        for model in sorted({r.get("model_name", "") for r in recs}):
+            tops[model] = top_features([r for r in recs if r.get("model_name", "") == model], 3)
+        expl[method] = {
+            "count": len(recs),
+            "models": sorted({r.get("model_name", "") for r in recs}),
+            "median_latency_ms": (_median([r.get("compute_time_s") for r in recs]) or 0.0) * 1e3,
+            "model_versions": [min(int(r.get("model_version", 0)) for r in recs), max(int(r.get("model_version", 0)) for r in recs)],
+            "top_features": tops,
+        }
+    skipped = scraper.explainer("prefstream_explanations_skipped_total", "reason")
+    dl_reasons: dict[str, int] = defaultdict(int)
+    for d in dead:
+        dl_reasons[str(d.get("reason", "?"))] += 1
+    refits = defaultdict(list)
+    for r in scraper.refits:
+        refits[r["model"]].append({"events": r["events"], "duration_s": round(r["duration_s"], 3)})
+    versions = {m: int(v) for m, v in scraper.learner("prefstream_model_version").items()}
+    return {
+        "dataset": name,
+        "events_sent": len(stream_records),
+        "preferences_sent": n_pref,
+        "click_sessions_sent": n_click,
+        "examples_sent": examples,
+        "items_sent": n_items,
+        "learned": {m: int(learned.get(m, 0)) for m in models},
+        "dead_letters": len(dead),
+        "dead_letter_reasons": dict(dl_reasons),
+        "replay_s": round(replay_s, 2),
+        "learn_s": round(learn_s, 2),
+        "events_per_s": round(examples / max(learn_s, 1e-9), 1),
+        "wall_s": round(wall, 1),
+        "explain_sample_rate": sample_rate,
+        "final": final,
+        "model_versions": versions,
+        "model_params": params,
+        "refits": dict(refits),
+        "explanations_total": len(records),
+        "explanation_methods": len(by_method),
+        "explanations": expl,
+        "explanations_skipped": {k: int(v) for k, v in skipped.items()},
+        "p50_explain_ms": (_median([r.get("compute_time_s") for r in records]) or 0.0) * 1e3,
+        "worker_exit_codes": codes,
+        "progress": [{k: p[k] for k in ("events", "model", "accuracy", "roc_auc", "t")} for p in scraper.progress],
+        "ok": all(int(learned.get(m, 0)) >= examples for m in models) and not dead,
+    }
+
+
+def top_features(recs: list[dict], k: int = 3) -> list[str]:
+    """The ``k`` features of largest mean |value| over records (the most common feature set).
+
+    Examples
+    --------
+    >>> recs = [{"feature_names": ["a", "b", "c"], "values": [0.1, -2.0, 0.5]},
+    ...         {"feature_names": ["a", "b", "c"], "values": [0.3, 1.0, None]}]
+    >>> top_features(recs, 2)
+    ['b', 'c']
+    """
+    import numpy as np
+
+    if not recs:
+        return []
+    names = max({tuple(r["feature_names"]) for r in recs}, key=lambda t: sum(tuple(r["feature_names"]) == t for r in recs))
+    rows = [[np.nan if v is None else float(v) for v in r["values"]] for r in recs
+            if tuple(r["feature_names"]) == names and r.get("values") is not None]
+    if not rows:
+        return []
+    with np.errstate(all="ignore"):
+        m = np.nanmean(np.abs(np.asarray(rows, dtype=float)), axis=0)
+    m = np.where(np.isfinite(m), m, -1.0)
+    return [names[i] for i in np.argsort(-m, kind="stable")[:k]]
+
+
+def _f(v, fmt=".3f") -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def format_summary(s: dict) -> str:
+    """The printed form of a demo summary.
+
+    Examples
+    --------
+    >>> s = {"dataset": "train", "events_sent": 2, "preferences_sent": 2, "click_sessions_sent": 0, "examples_sent": 2,
+    ...      "replay_s": 0.1, "learned": {"capacity": 2}, "events_per_s": 20.0, "dead_letters": 0, "progress": [],
+    ...      "model_versions": {"capacity": 1}, "refits": {}, "explanations_total": 0, "explanation_methods": 0,
+    ...      "explain_sample_rate": 1.0, "explanations_skipped": {}, "explanations": {}, "wall_s": 1.0}
+    >>> print(format_summary(s))  # doctest: +NORMALIZE_WHITESPACE
+    <BLANKLINE>
+    === prefstream demo summary: train ===
+    events replayed      2 (2 preferences, 0 click sessions → 2 examples) in 0.1 s
+    events learned       capacity=2  (20.0 examples/s end to end)
+    dead letters         0
+    progressive validation (predict, then learn):
+    model versions       capacity v1
+    refits               none
+    explanations         0 records, 0 methods (sample rate 1; skipped 0)
+    wall time            1.0 s
+    """
+    lines = ["", f"=== prefstream demo summary: {s['dataset']} ===",
+             f"events replayed      {s['events_sent']} ({s['preferences_sent']} preferences, {s['click_sessions_sent']} click "
+             f"sessions → {s['examples_sent']} examples) in {s['replay_s']} s",
+             "events learned       " + ", ".join(f"{m}={n}" for m, n in s["learned"].items())
+             + f"  ({s['events_per_s']} examples/s end to end)",
+             f"dead letters         {s['dead_letters']}" + (f" {s['dead_letter_reasons']}" if s["dead_letters"] else ""),
+             "progressive validation (predict, then learn):"]
+    by_model = defaultdict(list)
+    for p in s["progress"]:
+        by_model[p["model"]].append(p)
+    for m, pts in by_model.items():
+        pts = [p for p in pts if p["accuracy"] is not None or p["roc_auc"] is not None] or pts
+        step = max(1, len(pts) // 6)
+        shown = pts[::step][:6] + ([pts[-1]] if pts[::step][:6][-1] is not pts[-1] else [])
+        lines.append(f"  {m:9s} " + "  ".join(f"@{p['events']}: acc {_f(p['accuracy'], '.3f')} auc {_f(p['roc_auc'], '.3f')}"
+                                               for p in shown))
+    lines.append("model versions       " + ", ".join(f"{m} v{v}" for m, v in s["model_versions"].items()))
+    for m, rs in s["refits"].items():
+        durs = [r["duration_s"] for r in rs]
+        lines.append(f"refits {m:13s} {len(rs)} (durations {', '.join(f'{d:.2f}' for d in durs[:8])}"
+                     f"{' …' if len(durs) > 8 else ''} s; median {statistics.median(durs):.2f} s)")
+    if not s["refits"]:
+        lines.append("refits               none")
+    lines.append(f"explanations         {s['explanations_total']} records, {s['explanation_methods']} methods "
+                 f"(sample rate {s['explain_sample_rate']:.3g}; skipped {s['explanations_skipped'] or 0})")
+    for method, e in s["explanations"].items():
+        tops = "; ".join(f"{m}: {', '.join(t)}" for m, t in e["top_features"].items())
+        lines.append(f"  {method:27s} {e['count']:5d}  p50 {e['median_latency_ms']:8.1f} ms  "
+                     f"v{e['model_versions'][0]}–{e['model_versions'][1]}  top: {tops}")
+    lines.append(f"wall time            {s['wall_s']} s")
+    if s.get("report"):
+        lines.append(f"report               {s['report']}")
+    return "\n".join(lines)
+

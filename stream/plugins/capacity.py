@@ -1,0 +1,176 @@
+"""The ``capacity`` plug-in: the online Möbius capacity learners and their explainers.
+
+Learner: :class:`learners.capacity.CapacityRDA` — RDA (Algorithm 1) or, with ``constraints``,
+ADMM-RDA (Algorithm 2) of Herin, Perny & Sokolovska (2024), *Online Learning of Capacity-Based
+Preference Models*; a snapshot of class ``CapacityFOBOS`` loads as the FOBOS baseline.
+
+Merge rule (:func:`merge_capacity`, the one rule used by every worker and the demo): RDA parts
+pool their state with ``+=`` (gradient sums and counts; exact when the subgradients coincide,
+see :mod:`learners.capacity`). Parts that cannot be pooled — ADMM-RDA and FOBOS keep
+path-dependent last iterates with no additive sufficient statistic (Herin et al. 2024, Sec. 4.2),
+or parts with different parameters — are not averaged: the part with the largest training count
+is explained, and the choice is logged.
+
+Explainers: capacity Shapley and interaction indices (model level, one record per event),
+ShaRP rank and pairwise QoIs against the item catalog (Pliatsika et al. 2025), Bernoulli
+distributional values of who is preferred (Franceschi et al. 2025) and, for click sessions, the
+categorical values of :mod:`stream.plugins.sessions`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from explainers._result import Explanation
+from learners.exceptions import InvalidInputError, InvalidParameterError
+from stream.example_arrays import reference_items, side_array
+from stream.plugins.budgets import dist_options
+from stream.plugins.common import construct, require_trained, tile
+from stream.plugins.groups import on_features, players
+
+__all__ = ["capacity_factory", "capacity_interaction", "capacity_loader", "capacity_shapley", "margin_bernoulli",
+           "merge_capacity", "sharp_pairwise", "sharp_rank"]
+
+log = logging.getLogger(__name__)
+
+
+def capacity_factory(settings, params: dict):
+    """A fresh :class:`~learners.capacity.CapacityRDA` on ``params["criteria"]`` or the settings' feature names.
+
+    The min-max scaler is the default (raw event features are rarely in [0, 1]); pass
+    ``scaler="none"`` to require criteria in [0, 1].
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> m = capacity_factory(SimpleNamespace(feature_names=["price", "time"]), {"decreasing": ["price"]})
+    >>> type(m).__name__, m.criteria
+    ('CapacityRDA', ['price', 'time'])
+    """
+    from learners.capacity import CapacityRDA
+
+    p = dict(params)
+    criteria = p.pop("criteria", None) or list(settings.feature_names or [])
+    if not criteria:
+        raise InvalidInputError("The capacity model needs its criteria: set feature_names (or model_params.capacity.criteria).")
+    p.setdefault("scaler", "minmax")
+    return construct("capacity", CapacityRDA, criteria, **p)
+
+
+def capacity_loader(state: dict):
+    """Rebuild a ``CapacityRDA`` or ``CapacityFOBOS`` (by the state's ``meta["class"]``) from a snapshot state.
+
+    Examples
+    --------
+    >>> from learners.capacity import CapacityFOBOS
+    >>> type(capacity_loader(CapacityFOBOS(["x", "y"]).state_dict())).__name__
+    'CapacityFOBOS'
+    """
+    from learners.capacity import CapacityFOBOS, CapacityRDA
+
+    cls = {"CapacityRDA": CapacityRDA, "CapacityFOBOS": CapacityFOBOS}.get(state.get("meta", {}).get("class"), CapacityRDA)
+    return cls.from_state(state)
+
+
+def merge_capacity(parts: list):
+    """Combine per-partition capacity learners ``[(learner, training_count), ...]`` (see the module docstring).
+
+    The parts are never modified: the pooled learner starts from a copy of the first part.
+
+    Examples
+    --------
+    >>> from learners.capacity import CapacityRDA
+    >>> a, b = CapacityRDA(["x", "y"], scaler="none"), CapacityRDA(["x", "y"], scaler="none")
+    >>> a.learn_one({"x": 1, "y": 0}, {"x": 0, "y": 1}, 1); b.learn_one({"x": 0, "y": 1}, {"x": 1, "y": 0}, -1)
+    >>> int(merge_capacity([(a, 1), (b, 1)]).n_seen)
+    2
+    >>> c = CapacityRDA(["x", "y"], scaler="none", constraints=["monotone"])
+    >>> merge_capacity([(a, 1), (c, 5)]) is c      # cannot be pooled: the larger part
+    True
+    """
+    if len(parts) == 1:
+        return parts[0][0]
+    first = capacity_loader(parts[0][0].state_dict())
+    try:
+        for lr, _ in parts[1:]:
+            first += lr
+        return first
+    except (InvalidParameterError, InvalidInputError) as exc:
+        best = max(parts, key=lambda p: p[1])
+        log.info("capacity parts cannot be pooled (%s); explaining the part with the most examples (%d)", exc, best[1])
+        return best[0]
+
+
+def capacity_shapley(learner, examples, ctx) -> Explanation:
+    """Shapley values of the learned capacity (:func:`explainers.capacity.capacity_shapley`), one record per event.
+
+    Examples
+    --------
+    >>> from learners.capacity import CapacityRDA
+    >>> m = CapacityRDA(["x", "y"], scaler="none")
+    >>> for _ in range(30):
+    ...     m.learn_one({"x": 0.9, "y": 0.2}, {"x": 0.1, "y": 0.3}, 1)
+    >>> e = capacity_shapley(m, [None, None], None)     # two events: the same model-level values twice
+    >>> e.values.shape, bool(e.values[0, 0] > e.values[0, 1])
+    ((2, 2), True)
+    """
+    from explainers.capacity import capacity_shapley as shapley
+
+    require_trained(learner, "capacity")
+    return tile(shapley(learner), len(examples))
+
+
+def capacity_interaction(learner, examples, ctx) -> Explanation:
+    """Shapley interaction indices of the learned capacity (:func:`explainers.capacity.capacity_interaction`)."""
+    from explainers.capacity import capacity_interaction as interaction
+
+    require_trained(learner, "capacity")
+    return tile(interaction(learner), len(examples))
+
+
+def _sharp_catalog(learner, examples, ctx):
+    from explainers.sharp import SharpExplainer, learner_score_fn
+
+    names = list(learner.feature_names)
+    ref = reference_items(ctx, names)
+    XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
+    X = np.concatenate([ref, XL, XR])
+    ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names)
+    return ex, len(ref), len(examples)
+
+
+def sharp_rank(learner, examples, ctx) -> Explanation:
+    """ShaRP rank QoI of the left item of each event within the catalog (Pliatsika et al. 2025, Eq. 3)."""
+    ex, n, k = _sharp_catalog(learner, examples, ctx)
+    return ex.explain(np.arange(n, n + k), "rank")
+
+
+def sharp_pairwise(learner, examples, ctx) -> Explanation:
+    """ShaRP pairwise rank explanation of left vs right (Pliatsika et al. 2025, Section 5, Eq. 7)."""
+    ex, n, k = _sharp_catalog(learner, examples, ctx)
+    pairs = np.stack([np.arange(n, n + k), np.arange(n + k, n + 2 * k)], axis=1)
+    return ex.explain_pairwise(pairs, "rank")
+
+
+def margin_bernoulli(learner, examples, ctx) -> Explanation:
+    """Bernoulli distributional values of who is preferred, from the learner's batched margin
+    (Franceschi et al. 2025)."""
+    from explainers.distributional import explain_preference, pairwise_margin_value_function
+
+    names = list(learner.feature_names)
+    XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
+    margin = getattr(learner, "margins", None) or getattr(learner, "margin")
+    pl, member = players(names)
+    out = []
+    for xl, xr, ex in zip(XL, XR, examples):
+        nu = on_features(pairwise_margin_value_function(margin, xl, xr), member)
+        out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (xl - xr),
+                                      instance_id=ex.event_id, **dist_options(len(pl))))
+    return Explanation.concat(out)
+
+
+# each explainer's values add up to its prediction (base + Σφ = prediction); tests/checks verifies it
+for _fn in (capacity_shapley, capacity_interaction, sharp_rank, sharp_pairwise, margin_bernoulli):
+    _fn.additive = True
