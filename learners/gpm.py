@@ -56,30 +56,9 @@ import torch
 from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
 from learners.falkon import Falkon, KnMOperator, default_n_centres, select_centres
 from learners.kernels import PairKernel, median_heuristic, rbf
+from learners.metrics import log_loss, roc_auc
 
-__all__ = ["CGPM", "GPM", "UPM", "roc_auc", "log_loss"]
-
-
-def roc_auc(y, score) -> float:
-    """ROC AUC of ``score`` for labels ``y`` in {+1, −1} (Mann–Whitney, ties count ½); nan if one class is absent."""
-    y = np.asarray(y).reshape(-1)
-    s = np.asarray(score, dtype=np.float64).reshape(-1)
-    pos, neg = y > 0, y < 0
-    n_pos, n_neg = int(pos.sum()), int(neg.sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    from scipy.stats import rankdata
-
-    r = rankdata(s[pos | neg])
-    yy = y[pos | neg] > 0
-    return float((r[yy].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
-
-
-def log_loss(y, g) -> float:
-    """Mean logistic loss ``log(1 + exp(−y g))`` for ±1 labels and margins ``g``."""
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    g = np.asarray(g, dtype=np.float64).reshape(-1)
-    return float(np.mean(np.logaddexp(0.0, -y * g)))
+__all__ = ["CGPM", "GPM", "UPM"]
 
 
 def _as2d(name: str, a, width: int | None = None) -> np.ndarray:
