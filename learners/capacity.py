@@ -47,7 +47,6 @@ from learners.capacity_base import (
     MAX_IMPLICIT_N,
     MinMaxScaler,
     _CapacityLearner,
-    _WINDOW,
     _clip,
     _is_real,
     choquet_from_capacity,
@@ -268,28 +267,8 @@ class CapacityRDA(_CapacityLearner):
         rda_from_sum(self._G, self._t, self.gamma, self.l1, out=self._m)
         if self._scaler is not None:
             self._scaler.merge(other._scaler)
-        L = np.concatenate([self._window()[0], other._window()[0]])[-_WINDOW:]
-        R = np.concatenate([self._window()[1], other._window()[1]])[-_WINDOW:]
-        Y = np.concatenate([self._window()[2], other._window()[2]])[-_WINDOW:]
-        Ls = np.concatenate([self._window()[3], other._window()[3]])[-_WINDOW:]
-        k = L.shape[0]
-        self._win_l[:k], self._win_r[:k], self._win_y[:k], self._win_loss[:k] = L, R, Y, Ls
-        self._win_n = k
-        self._n_updates = k  # ring position restarts after the merged window
-        self._loss_sum += other._loss_sum
-        self._version += other._version + 1
-        self._cache = {}
+        self._merge_window(other)
         return self
-
-    def _window(self):
-        """Window rows in chronological order."""
-        k = self._win_n
-        if k < _WINDOW:
-            idx = np.arange(k)
-        else:
-            start = self._n_updates % _WINDOW
-            idx = (np.arange(_WINDOW) + start) % _WINDOW
-        return self._win_l[idx], self._win_r[idx], self._win_y[idx], self._win_loss[idx]
 
     def __add__(self, other: "CapacityRDA") -> "CapacityRDA":
         """A new learner equal to ``copy(self) += other``."""
