@@ -205,12 +205,16 @@ class SubsetIndex:
                 op(buf[:, :h], X2[:, j:j + 1], out=buf[:, h:2 * h])
             res = buf[:, 1:]
         else:
-            res = np.empty((b, self.d)) if out is None or out.shape != (b, self.d) else out
+            # coalitions × rows layout: each level gathers whole contiguous rows (fast), one transpose at the end
+            XT = np.ascontiguousarray(X2.T)
+            resT = np.empty((self.d, b))
             for cols, pcols, top in self._levels:
                 if pcols is None:
-                    res[:, cols] = X2[:, top]
+                    resT[cols] = XT[top]
                 else:
-                    res[:, cols] = op(res[:, pcols], X2[:, top])
+                    resT[cols] = op(resT[pcols], XT[top])
+            res = np.empty((b, self.d)) if out is None or out.shape != (b, self.d) else out
+            res[...] = resT.T
         return res[0] if one else res
 
     def feature_buffer_shape(self, b: int) -> tuple[int, int]:

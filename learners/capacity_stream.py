@@ -69,13 +69,15 @@ from typing import Sequence
 
 import numpy as np
 
-from learners._mobius import _popcount
 from learners.capacity_base import _CapacityLearner, _is_real
 from learners.exceptions import InvalidParameterError, check_param
 
-__all__ = ["CapacityLogistic"]
+__all__ = ["PAPER_ONLY_PARAMS", "CapacityLogistic"]
 
 _EPS = 1e-12
+
+#: Parameters of the paper's learners (:mod:`learners.capacity`) that the stream default does not take.
+PAPER_ONLY_PARAMS = frozenset({"constraints", "gamma", "delta", "rho", "l1", "max_nnz", "constraint_backend", "eta1"})
 
 
 def _sigmoid(g):
@@ -142,7 +144,7 @@ class CapacityLogistic(_CapacityLearner):
         self._w = np.zeros(d)        # weights on RMS-scaled differences z = d / s
         self._Q = np.zeros(d)        # AdaGrad Σ g²
         self._S2 = np.zeros(d)       # Σ w d² (RMS statistics of the φ-differences)
-        self._pen = self.interaction_l1 * (_popcount(self._index.masks).astype(np.float64) - 1.0)
+        self._pen = self.interaction_l1 * (self._index.sizes.astype(np.float64) - 1.0)
 
     # ------------------------------------------------------------------ helpers
     def _rms(self, S2: np.ndarray, t) -> np.ndarray:
@@ -155,42 +157,47 @@ class CapacityLogistic(_CapacityLearner):
         return tgt * np.logaddexp(0.0, -margins) + (1.0 - tgt) * np.logaddexp(0.0, margins)
 
     def _step(self, d: np.ndarray, y: int, w: float) -> float:
-        """``learn_one``'s round: a block of one row (so ``learn_many`` with ``minibatch=1`` is identical)."""
-        return float(self._block(d[None, :], np.array([float(y)]), np.array([w]))[0])
+        """``learn_one``'s round: a chunk of one row (so ``learn_many`` with ``minibatch=1`` is identical)."""
+        return float(self._chunk(d[None, :], np.array([float(y)]), np.array([float(w)]))[0])
 
-    def _block(self, D: np.ndarray, Y: np.ndarray, W: np.ndarray) -> np.ndarray:
-        """One AdaGrad step on the rows of ``D`` (b, d); returns the online losses at the block's start iterate."""
-        t0 = self._t
-        S2 = self._S2 + np.cumsum(W[:, None] * D * D, axis=0)          # RMS statistics after each row
-        t = t0 + np.cumsum(W)
+    def _chunk(self, D: np.ndarray, Y: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Rows ``D`` (T, d) in blocks of ``minibatch``; returns the online losses (T,) at each block's start iterate.
+
+        The RMS statistics advance row by row (cumulative sums started from the current state, so the
+        additions happen in the same order as in the row-by-row loop); the iterate advances per block.
+        """
+        S2 = np.cumsum(np.concatenate([self._S2[None, :], W[:, None] * D * D]), axis=0)[1:]
+        t = np.cumsum(np.concatenate([[self._t], W]))[1:]
         Z = D / self._rms(S2, t[:, None])
-        g = Z @ self._w
-        p = _sigmoid(g)
         tgt = 0.5 * (1.0 + Y)
-        losses = self._losses(g, Y)
-        c = W * (p - tgt)                                               # ∂ℓ/∂g, weighted
-        grad = c @ Z
-        self._Q += (c * c) @ (Z * Z)
+        losses = np.empty(len(Y))
+        w, Q, eta, pen = self._w, self._Q, self.eta, self._pen
+        for r in range(0, len(Y), self.minibatch):
+            e = min(r + self.minibatch, len(Y))
+            Zb = Z[r:e]
+            g = Zb @ w
+            losses[r:e] = self._losses(g, Y[r:e])
+            c = W[r:e] * (_sigmoid(g) - tgt[r:e])                        # ∂ℓ/∂g, weighted
+            Q += (c * c) @ (Zb * Zb)
+            H = np.sqrt(Q) + 1e-8
+            u = w - eta * (c @ Zb) / H
+            thr = (eta / math.sqrt(t[e - 1])) * pen / H
+            np.subtract(u, np.clip(u, -thr, thr), out=w)
         self._S2[:] = S2[-1]
         self._t = float(t[-1])
-        H = np.sqrt(self._Q) + 1e-8
-        u = self._w - self.eta * grad / H
-        thr = (self.eta / math.sqrt(self._t)) * self._pen / H
-        np.subtract(u, np.clip(u, -thr, thr), out=self._w)
-        np.divide(self._w, self._rms(self._S2, self._t), out=self._m)   # masses in φ units
+        np.divide(w, self._rms(self._S2, self._t), out=self._m)           # masses in φ units
         return losses
 
     def _run(self, UL: np.ndarray, UR: np.ndarray, Y: list, W: list) -> np.ndarray:
-        """Blocks of ``minibatch`` rows (see the module docstring); returns the online losses, shape (T,)."""
+        """All rows through :meth:`_chunk` (see the module docstring); returns the online losses, shape (T,)."""
         Y = np.asarray(Y, dtype=np.float64)
         W = np.asarray(W, dtype=np.float64)
         losses = np.empty(len(Y))
-        b = self.minibatch
-        for s, D in self._diff_blocks(UL, UR):
-            for r in range(0, D.shape[0], b):
-                j = s + r
-                e = min(r + b, D.shape[0])
-                losses[j:j + e - r] = self._block(D[r:e], Y[j:j + e - r], W[j:j + e - r])
+        rows = self.minibatch * max(1, (1 << 20) // (self.minibatch * self._index.d))
+        for s in range(0, len(Y), rows):
+            e = min(s + rows, len(Y))
+            F = self._index.features(np.concatenate([UL[s:e], UR[s:e]]), self.aggregation)
+            losses[s:e] = self._chunk(F[:e - s] - F[e - s:], Y[s:e], W[s:e])
         return losses
 
     # ---------------------------------------------------------------- merge

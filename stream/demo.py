@@ -8,8 +8,8 @@ one process that owns everything it starts:
    stopped again at the end unless ``keep_broker``);
 2. creates run-unique topics (``prefstream.<kind>.<run id>``, partitions as in
    :data:`stream.broker.TOPICS`) so that earlier runs never interfere, and deletes them at the end;
-3. writes a TOML settings file (models ``capacity`` — ADMM-RDA with monotonicity constraints,
-   paper 002 Algorithm 2 — and ``gpm``, plus ``cgpm`` when the data set has a context; feature
+3. writes a TOML settings file (models ``capacity`` — the logistic AdaGrad stream default of
+   :mod:`learners.capacity_stream` — and ``gpm``, plus ``cgpm`` when the data set has a context; feature
    and context names from the data set) and starts a learner worker and an explainer worker as
    subprocesses (``python -m stream.demo worker learn|explain --config …``);
 4. sends the item catalog (if any), then replays the events with a tqdm progress bar at
@@ -90,24 +90,17 @@ def default_model_params(ds, models: list[str], gpm_params: dict | None = None) 
 
     Notes
     -----
-    The capacity model (paper 002) needs criteria in [0, 1] that grow with preference: the
-    min-max scaler maps each criterion onto [0, 1] from the ranges seen so far and the criteria
-    whose ``criteria_directions`` is −1 are flipped (``decreasing``). Up to 6 criteria the full
-    capacity (2^n − 1 Möbius masses) is learned, beyond that a 2-additive one (n(n+1)/2
-    masses). Up to 10 criteria the monotonicity constraints of ADMM-RDA (Algorithm 2) are
-    enforced; their number grows as n·3^(n−1) (Section 4), so wider data sets (Pokémon: 26
-    features) use unconstrained RDA (Algorithm 1).
+    The capacity model is the stream default :class:`learners.capacity_stream.CapacityLogistic`
+    (logistic loss, AdaGrad, online standardisation, 2-additive, interactions penalised by
+    c(|S| − 1)/√t; chosen on the real data sets by bench/quality_real.py, see docs/capacity.md);
+    criteria whose ``criteria_directions`` is −1 are flipped (``decreasing``). The paper's
+    RDA / ADMM-RDA (Herin, Perny & Sokolovska 2024) stays available with ``algorithm="rda"``.
     """
     names = list(ds.feature_names)
     dirs = getattr(ds, "criteria_directions", None) or {}
     out: dict[str, dict] = {}
     if "capacity" in models:
-        out["capacity"] = {
-            "scaler": "minmax",
-            "decreasing": [c for c in names if dirs.get(c, 1) < 0],
-            "constraints": ["monotone"] if len(names) <= 10 else [],
-            "k_additive": None if len(names) <= 6 else 2,
-        }
+        out["capacity"] = {"decreasing": [c for c in names if dirs.get(c, 1) < 0]}
     base = {"refit_every": 500, "min_train": 200, "window_size": 3000, "window": "sliding", "drift": False}
     base.update(gpm_params or {})
     for m in ("gpm", "cgpm"):

@@ -3,8 +3,8 @@
 =========  ==============================================  =========================================
 model      learner                                         explanation methods
 =========  ==============================================  =========================================
-capacity   :class:`learners.capacity.CapacityRDA`           capacity-shapley, capacity-interaction,
-           (RDA, or ADMM-RDA with ``constraints``)         sharp-rank, sharp-pairwise,
+capacity   :class:`learners.capacity_stream.CapacityLogistic`  capacity-shapley, capacity-interaction,
+           (``algorithm="rda"``: the paper's RDA/ADMM-RDA)  sharp-rank, sharp-pairwise,
                                                            distributional-bernoulli,
                                                            distributional-categorical (click sessions)
 gpm        :class:`learners.refit.RefittingGPM`             pref-shap, distributional-bernoulli,
@@ -20,8 +20,8 @@ item features from ``Settings.feature_names`` and, for ``cgpm``, contexts from
 
 Merging per-partition learners (:func:`stream.registry.merge_learners`):
 
-* ``capacity`` — RDA's state is a gradient sum and a count; ``a += b`` pools them
-  (:meth:`learners.capacity.CapacityRDA.merge` documents what this equals).
+* ``capacity`` — the learner's own ``+=`` (:meth:`learners.capacity_stream.CapacityLogistic.__iadd__`:
+  pooled sums, count-weighted masses; :meth:`learners.capacity.CapacityRDA.merge`: pooled RDA sums).
 * ``gpm``/``cgpm`` — the count-weighted *ensemble* g = Σ_k w_k g_k. With equal length-scales the
   ensemble is again a GPM whose Nyström centres are the union of the parts' centres and whose
   coefficients are w_k α_k, so Pref-SHAP explains it exactly; parts with different length-scales
@@ -160,14 +160,23 @@ def _session(ctx) -> dict:
 
 # ----------------------------------------------------------------------------- capacity
 def _capacity_factory(settings, params: dict):
-    from learners.capacity import CapacityRDA
+    from learners.capacity import CapacityFOBOS, CapacityRDA
+    from learners.capacity_stream import PAPER_ONLY_PARAMS, CapacityLogistic
 
     p = dict(params)
     criteria = p.pop("criteria", None) or list(settings.feature_names or [])
     if not criteria:
         raise InvalidInputError("The capacity model needs its criteria: set feature_names (or model_params.capacity.criteria).")
-    p.setdefault("scaler", "minmax")  # raw event features are rarely in [0, 1]; scaler="none" to require it
-    return _construct("capacity", CapacityRDA, criteria, **p)
+    # algorithm: "logistic" (stream default, learners.capacity_stream) | "rda" (paper Alg. 1/2) | "fobos";
+    # a paper-only parameter (constraints, gamma, delta, rho, ...) without an algorithm selects "rda".
+    algo = p.pop("algorithm", None) or ("rda" if PAPER_ONLY_PARAMS & set(p) else "logistic")
+    classes = {"logistic": CapacityLogistic, "rda": CapacityRDA, "fobos": CapacityFOBOS}
+    if algo not in classes:
+        raise InvalidParameterError(f"The 'algorithm' parameter of the capacity model must be one of {sorted(classes)}. "
+                                    f"Got {algo!r} instead.")
+    if algo != "logistic":
+        p.setdefault("scaler", "minmax")  # raw event features are rarely in [0, 1]; scaler="none" to require it
+    return _construct("capacity", classes[algo], criteria, **p)
 
 
 def _construct(model: str, cls, *args, **kwargs):
@@ -186,7 +195,10 @@ def _construct(model: str, cls, *args, **kwargs):
 def _capacity_loader(state: dict):
     from learners.capacity import CapacityFOBOS, CapacityRDA
 
-    cls = {"CapacityRDA": CapacityRDA, "CapacityFOBOS": CapacityFOBOS}.get(state.get("meta", {}).get("class"), CapacityRDA)
+    from learners.capacity_stream import CapacityLogistic
+
+    cls = {"CapacityRDA": CapacityRDA, "CapacityFOBOS": CapacityFOBOS,
+           "CapacityLogistic": CapacityLogistic}.get(state.get("meta", {}).get("class"), CapacityRDA)
     return cls.from_state(state)
 
 
