@@ -126,9 +126,10 @@ class StandardScaler:
 
     def learn_transform_pairs(self, L: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Row t scaled with the statistics after rows ≤ t (equals the ``learn``/``transform`` loop)."""
+        # cumulative sums started from the state: the additions happen in the loop's order (bit-identical)
         cnt = self.count + 2.0 * np.arange(1, L.shape[0] + 1)[:, None]
-        s1 = self.s1 + np.cumsum(L + R, axis=0)
-        s2 = self.s2 + np.cumsum(L * L + R * R, axis=0)
+        s1 = np.cumsum(np.concatenate([self.s1[None, :], L + R]), axis=0)[1:]
+        s2 = np.cumsum(np.concatenate([self.s2[None, :], L * L + R * R]), axis=0)[1:]
         mean, sd, ok = self._moments(cnt, s1, s2)
         UL = np.where(ok, (L - mean) / sd, 0.0)
         UR = np.where(ok, (R - mean) / sd, 0.0)

@@ -1,0 +1,226 @@
+"""Capacity learners on real streams: progressive AUC / log loss against linear Bradley–Terry, and merging.
+
+For each data set (Train, Pokémon — first 20,000 duels, CEMS, ATP tennis, chameleons and the 10
+monotone MCDA sets, loaders in ``stream.adapters``) every learner runs *progressively*: for each
+event in stream order it predicts P(left preferred) with ``predict_proba_one`` and then learns the
+event with ``learn_one`` (event by event, one process). Scores over all events:
+
+* ``auc`` — ROC AUC of P on the strict events (ties ignored);
+* ``ll`` — cross-entropy of P against (1 + y)/2 (a tie has target ½), :func:`learners.metrics.cross_entropy`.
+
+Learners:
+
+* ``linear-bt`` — :class:`learners.linear.LinearBT` with its defaults (the anchor);
+* ``cap-paper`` — :class:`learners.capacity.CapacityRDA` with the demo's former parameters (the
+  paper's hinge-loss RDA, Herin, Perny & Sokolovska 2024 Algorithm 1; with the monotonicity
+  constraints of Algorithm 2, ADMM-RDA, up to 10 criteria; min-max scaling; full capacity up to 6
+  criteria, else 2-additive); P = σ(margin);
+* ``cap-stream`` — the stream default :class:`learners.capacity_stream.CapacityLogistic` with
+  ``stream.demo.default_model_params`` (what the demo and the workers build);
+* ``gpm`` — :class:`learners.refit.RefittingGPM` with the demo's parameters (but ``min_train=50``
+  so that chameleons' 106 events get a fit; P = ½ before the first fit), on the first
+  ``--gpm-events`` events of the data sets in ``--gpm-sets`` only (its refits cost seconds each on
+  this CPU machine); its AUC is on that prefix, so compare it with the ``*_prefix`` columns.
+
+Merge table (Pokémon): the first 20,000 duels are split over P partitions by event id (k mod P),
+one learner per partition learns its part in order, ``stream.registry.merge_learners`` merges them
+(the learner's own ``+=``), and the merged model is scored on the next 4,000 duels (hold-out AUC).
+
+Table 1 check of the mini-batch variant: the paper's synthetic protocol (bench/capacity_paper.py:
+K = n random non-negative masses, uniform alternatives, noise σ = 0.03, T = 500/750/1000 for
+n = 10/15/20, 500 test pairs, noise-free test labels) with the stream default learned by
+``learn_many`` (blocks of ``minibatch`` = 16) against ``minibatch=1`` (= the ``learn_one`` loop).
+
+The last line is ``datasets=… min_gap_auc=… max_gap_logloss=… merge_gap_p12=… table1_max_gap=…``
+(gap = cap-stream − linear-bt over the data sets; merge gap = AUC(P=1) − AUC(P=12) of cap-stream).
+
+Reproduce::
+
+    python bench/quality_real.py --out bench/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from learners.capacity import CapacityRDA  # noqa: E402
+from learners.capacity_stream import CapacityLogistic  # noqa: E402
+from learners.linear import LinearBT  # noqa: E402
+from learners.metrics import cross_entropy, roc_auc  # noqa: E402
+from stream.adapters import load_dataset  # noqa: E402
+from stream.adapters.mcda import MCDA_SETS  # noqa: E402
+from stream.demo import default_model_params  # noqa: E402
+
+DATASETS = ["train", "pokemon", "cems", "tennis", "chameleons"] + [f"mcda-{s}" for s in MCDA_SETS]
+
+
+def paper_params(ds) -> dict:
+    """The demo's capacity parameters before the stream default (paper RDA / ADMM-RDA)."""
+    names = list(ds.feature_names)
+    dirs = getattr(ds, "criteria_directions", None) or {}
+    return {"scaler": "minmax", "decreasing": [c for c in names if dirs.get(c, 1) < 0],
+            "constraints": ["monotone"] if len(names) <= 10 else [], "k_additive": None if len(names) <= 6 else 2}
+
+
+def make(kind: str, ds):
+    names = list(ds.feature_names)
+    if kind == "linear-bt":
+        return LinearBT(feature_names=names)
+    if kind == "cap-paper":
+        return CapacityRDA(names, **paper_params(ds))
+    if kind == "cap-stream":
+        return CapacityLogistic(names, **default_model_params(ds, ["capacity"])["capacity"])
+    if kind == "gpm":
+        from learners.refit import RefittingGPM
+
+        p = dict(default_model_params(ds, ["gpm"])["gpm"], min_train=50)   # 50: a fit on chameleons' 106 events
+        return RefittingGPM(names, **p)
+    raise ValueError(kind)
+
+
+def progressive(model, XL, XR, Y, names) -> np.ndarray:
+    """Predict-then-learn, event by event; returns P(left preferred) before each event was learned."""
+    P = np.empty(len(Y))
+    refit = hasattr(model, "wants_refit")
+    for i in range(len(Y)):
+        a, b = dict(zip(names, XL[i].tolist())), dict(zip(names, XR[i].tolist()))
+        P[i] = model.predict_proba_one(a, b)[1] if not refit or model.model is not None else 0.5  # GPM before its first fit: ½
+        model.learn_one(a, b, int(Y[i]))
+        if refit and model.wants_refit():
+            model.refit()
+    return P
+
+
+def scores(Y, P) -> tuple[float, float]:
+    return roc_auc(Y, P), cross_entropy(Y, P)
+
+
+def merge_table(P_list, n_train=20000, n_test=4000, kinds=("linear-bt", "cap-stream")) -> dict:
+    from stream.registry import merge_learners
+
+    ds = load_dataset("pokemon")
+    names = list(ds.feature_names)
+    XL, XR, Y = ds.XL, ds.XR, ds.outcome
+    te = slice(n_train, n_train + n_test)
+    out = {}
+    for kind in kinds:
+        model_name = "linear-bt" if kind == "linear-bt" else "capacity"
+        for P in P_list:
+            parts = []
+            for p in range(P):
+                idx = np.arange(p, n_train, P)
+                m = make(kind, ds)
+                m.learn_many(XL[idx], XR[idx], Y[idx])
+                parts.append((m, len(idx)))
+            merged = merge_learners(model_name, parts)
+            g = merged.margin_many(XL[te], XR[te]) if kind != "linear-bt" else merged.margin(XL[te], XR[te])
+            out[kind, P] = roc_auc(Y[te], g)
+    return out
+
+
+def table1_gap(seeds: int = 3) -> dict:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from capacity_paper import draw_capacity, draw_pairs  # noqa: E402
+    from learners._mobius import capacity_from_mobius
+
+    out = {}
+    for n, T in ((10, 500), (15, 750), (20, 1000)):
+        acc = {1: [], 16: []}
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            idx, m_true = draw_capacity(n, rng)
+            v = capacity_from_mobius(m_true, idx)
+            X, Yp, lab, _ = draw_pairs(v, n, T, rng)
+            Xt, Yt, _, clean = draw_pairs(v, n, 500, rng)
+            for mb in acc:
+                model = CapacityLogistic([f"c{i}" for i in range(n)], minibatch=mb)
+                model.learn_many(X, Yp, lab)
+                acc[mb].append(float(np.mean(np.sign(model.margin_many(Xt, Yt)) == clean)))
+        out[n] = (float(np.mean(acc[1])), float(np.mean(acc[16])))
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", nargs="*", default=DATASETS)
+    ap.add_argument("--max-events", type=int, default=20000)
+    ap.add_argument("--gpm-sets", nargs="*", default=["chameleons", "train", "tennis", "cems"])
+    ap.add_argument("--gpm-events", type=int, default=1500)
+    ap.add_argument("--merge-P", nargs="*", type=int, default=[1, 4, 12])
+    ap.add_argument("--no-table1", action="store_true")
+    ap.add_argument("--out", default=None, help="write quality.md / quality.txt into this folder")
+    args = ap.parse_args(argv)
+
+    lines = []
+
+    def emit(s=""):
+        print(s, flush=True)
+        lines.append(s)
+
+    t_start = time.time()
+    emit(f"# load average at start: {os.getloadavg()[0]:.2f}")
+    emit("| data set (events) | linear-bt AUC | cap-paper AUC | cap-stream AUC | gap AUC | linear-bt LL | "
+         "cap-paper LL | cap-stream LL | gap LL | GPM AUC / linear-bt / cap-stream (prefix) |")
+    emit("|---|---|---|---|---|---|---|---|---|---|")
+    gaps_auc, gaps_ll = [], []
+    for name in args.datasets:
+        ds = load_dataset(name)
+        T = min(len(ds), args.max_events)
+        names = list(ds.feature_names)
+        XL, XR, Y = ds.XL[:T], ds.XR[:T], ds.outcome[:T]
+        res, probs = {}, {}
+        for kind in ("linear-bt", "cap-paper", "cap-stream"):
+            probs[kind] = progressive(make(kind, ds), XL, XR, Y, names)
+            res[kind] = scores(Y, probs[kind])
+        ga = res["cap-stream"][0] - res["linear-bt"][0]
+        gl = res["cap-stream"][1] - res["linear-bt"][1]
+        gaps_auc.append(ga)
+        gaps_ll.append(gl)
+        gpm = "—"
+        if name in args.gpm_sets:
+            Tg = min(T, args.gpm_events)
+            Pg = progressive(make("gpm", ds), XL[:Tg], XR[:Tg], Y[:Tg], names)
+            gpm = (f"{roc_auc(Y[:Tg], Pg):.3f} / {roc_auc(Y[:Tg], probs['linear-bt'][:Tg]):.3f} / "
+                   f"{roc_auc(Y[:Tg], probs['cap-stream'][:Tg]):.3f} (first {Tg})")
+        emit(f"| {name} ({T}) | {res['linear-bt'][0]:.4f} | {res['cap-paper'][0]:.4f} | {res['cap-stream'][0]:.4f} | "
+             f"{ga:+.4f} | {res['linear-bt'][1]:.4f} | {res['cap-paper'][1]:.4f} | {res['cap-stream'][1]:.4f} | "
+             f"{gl:+.4f} | {gpm} |")
+    emit(f"# load average after the progressive runs: {os.getloadavg()[0]:.2f}")
+
+    mt = merge_table(args.merge_P)
+    emit()
+    emit("| Pokémon hold-out AUC (train 20,000 split by event id, test next 4,000) | " +
+         " | ".join(f"P = {P}" for P in args.merge_P) + " |")
+    emit("|---|" + "---|" * len(args.merge_P))
+    for kind in ("linear-bt", "cap-stream"):
+        emit(f"| {kind} | " + " | ".join(f"{mt[kind, P]:.4f}" for P in args.merge_P) + " |")
+    merge_gap = mt["cap-stream", args.merge_P[0]] - mt["cap-stream", args.merge_P[-1]]
+
+    t1_gap = math.nan
+    if not args.no_table1:
+        t1 = table1_gap()
+        emit()
+        emit("| Table 1 cell (noise-free test accuracy, 3 seeds) | minibatch=1 (= learn_one loop) | minibatch=16 | gap |")
+        emit("|---|---|---|---|")
+        for n, (a1, a16) in t1.items():
+            emit(f"| n = {n} | {a1:.4f} | {a16:.4f} | {a1 - a16:+.4f} |")
+        t1_gap = max(abs(a1 - a16) for a1, a16 in t1.values())
+    emit(f"# load average at end: {os.getloadavg()[0]:.2f}; wall {time.time() - t_start:.0f} s")
+    emit(f"datasets={len(args.datasets)} min_gap_auc={min(gaps_auc):.4f} max_gap_logloss={max(gaps_ll):.4f} "
+         f"merge_gap_p12={merge_gap:.4f} table1_max_gap={t1_gap:.4f}")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "quality.txt"), "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
