@@ -59,6 +59,16 @@ from stream.adapters import load_dataset  # noqa: E402
 from stream.adapters.mcda import MCDA_SETS  # noqa: E402
 from stream.demo import default_model_params  # noqa: E402
 
+#: Ablations of the stream default (``--ablations``): one change each against ``cap-stream``.
+VARIANTS = {
+    "rda": {"optimizer": "adagrad-rda"},          # AdaGrad dual averaging instead of mirror descent
+    "minmax": {"scaler": "minmax"},               # min-max scaling onto [0, 1] instead of standardisation
+    "no-pen": {"interaction_l1": 0.0},            # interactions unpenalised
+    "c2": {"interaction_l1": 2.0},                # half the interaction penalty
+    "k1": {"k_additive": 1},                      # additive model only
+    "full": {"k_additive": None},                 # all 2**n − 1 coalitions (n ≤ 10 only)
+}
+
 DATASETS = ["train", "pokemon", "cems", "tennis", "chameleons"] + [f"mcda-{s}" for s in MCDA_SETS]
 
 
@@ -76,8 +86,9 @@ def make(kind: str, ds):
         return LinearBT(feature_names=names)
     if kind == "cap-paper":
         return CapacityRDA(names, **paper_params(ds))
-    if kind == "cap-stream":
-        return CapacityLogistic(names, **default_model_params(ds, ["capacity"])["capacity"])
+    if kind == "cap-stream" or kind.startswith("cap-stream:"):
+        extra = VARIANTS[kind.split(":")[1]] if ":" in kind else {}
+        return CapacityLogistic(names, **{**default_model_params(ds, ["capacity"])["capacity"], **extra})
     if kind == "gpm":
         from learners.refit import RefittingGPM
 
@@ -103,7 +114,7 @@ def scores(Y, P) -> tuple[float, float]:
     return roc_auc(Y, P), cross_entropy(Y, P)
 
 
-def merge_table(P_list, n_train=20000, n_test=4000, kinds=("linear-bt", "cap-stream")) -> dict:
+def merge_table(P_list, n_train=20000, n_test=4000, kinds=("linear-bt", "cap-stream", "cap-stream:rda")) -> dict:
     from stream.registry import merge_learners
 
     ds = load_dataset("pokemon")
@@ -126,7 +137,7 @@ def merge_table(P_list, n_train=20000, n_test=4000, kinds=("linear-bt", "cap-str
     return out
 
 
-def table1_gap(seeds: int = 3) -> dict:
+def table1_gap(seeds: int = 5) -> dict:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from capacity_paper import draw_capacity, draw_pairs  # noqa: E402
     from learners._mobius import capacity_from_mobius
@@ -156,6 +167,7 @@ def main(argv=None) -> None:
     ap.add_argument("--gpm-events", type=int, default=1500)
     ap.add_argument("--merge-P", nargs="*", type=int, default=[1, 4, 12])
     ap.add_argument("--no-table1", action="store_true")
+    ap.add_argument("--ablations", action="store_true", help="also run the VARIANTS of the stream default")
     ap.add_argument("--out", default=None, help="write quality.md / quality.txt into this folder")
     args = ap.parse_args(argv)
 
@@ -171,6 +183,7 @@ def main(argv=None) -> None:
          "cap-paper LL | cap-stream LL | gap LL | GPM AUC / linear-bt / cap-stream (prefix) |")
     emit("|---|---|---|---|---|---|---|---|---|---|")
     gaps_auc, gaps_ll = [], []
+    abl = {}
     for name in args.datasets:
         ds = load_dataset(name)
         T = min(len(ds), args.max_events)
@@ -180,6 +193,13 @@ def main(argv=None) -> None:
         for kind in ("linear-bt", "cap-paper", "cap-stream"):
             probs[kind] = progressive(make(kind, ds), XL, XR, Y, names)
             res[kind] = scores(Y, probs[kind])
+        if args.ablations:
+            for v in VARIANTS:
+                if v == "full" and len(names) > 10:
+                    continue
+                abl[name, v] = scores(Y, progressive(make(f"cap-stream:{v}", ds), XL, XR, Y, names))
+            abl[name, "stream"] = res["cap-stream"]
+            abl[name, "linear-bt"] = res["linear-bt"]
         ga = res["cap-stream"][0] - res["linear-bt"][0]
         gl = res["cap-stream"][1] - res["linear-bt"][1]
         gaps_auc.append(ga)
@@ -194,13 +214,25 @@ def main(argv=None) -> None:
              f"{ga:+.4f} | {res['linear-bt'][1]:.4f} | {res['cap-paper'][1]:.4f} | {res['cap-stream'][1]:.4f} | "
              f"{gl:+.4f} | {gpm} |")
     emit(f"# load average after the progressive runs: {os.getloadavg()[0]:.2f}")
+    if args.ablations:
+        cols = ["stream"] + list(VARIANTS)
+        emit()
+        emit("| AUC − linear-bt AUC / log loss − linear-bt log loss | " + " | ".join(cols) + " |")
+        emit("|---|" + "---|" * len(cols))
+        for name in args.datasets:
+            ref = abl[name, "linear-bt"]
+            cells = [f"{abl[name, c][0] - ref[0]:+.4f} / {abl[name, c][1] - ref[1]:+.4f}" if (name, c) in abl else "—"
+                     for c in cols]
+            emit(f"| {name} | " + " | ".join(cells) + " |")
+        worst = {c: min(abl[n, c][0] - abl[n, "linear-bt"][0] for n in args.datasets if (n, c) in abl) for c in cols}
+        emit("| worst AUC gap | " + " | ".join(f"{worst[c]:+.4f}" for c in cols) + " |")
 
     mt = merge_table(args.merge_P)
     emit()
     emit("| Pokémon hold-out AUC (train 20,000 split by event id, test next 4,000) | " +
          " | ".join(f"P = {P}" for P in args.merge_P) + " |")
     emit("|---|" + "---|" * len(args.merge_P))
-    for kind in ("linear-bt", "cap-stream"):
+    for kind in ("linear-bt", "cap-stream", "cap-stream:rda"):
         emit(f"| {kind} | " + " | ".join(f"{mt[kind, P]:.4f}" for P in args.merge_P) + " |")
     merge_gap = mt["cap-stream", args.merge_P[0]] - mt["cap-stream", args.merge_P[-1]]
 
@@ -208,7 +240,7 @@ def main(argv=None) -> None:
     if not args.no_table1:
         t1 = table1_gap()
         emit()
-        emit("| Table 1 cell (noise-free test accuracy, 3 seeds) | minibatch=1 (= learn_one loop) | minibatch=16 | gap |")
+        emit("| Table 1 cell (noise-free test accuracy, 5 seeds) | minibatch=1 (= learn_one loop) | minibatch=16 | gap |")
         emit("|---|---|---|---|")
         for n, (a1, a16) in t1.items():
             emit(f"| n = {n} | {a1:.4f} | {a16:.4f} | {a1 - a16:+.4f} |")

@@ -105,6 +105,10 @@ class CapacityLogistic(_CapacityLearner):
         Criteria where less is better (flipped after scaling).
     minibatch : int, default 16
         Block size of :meth:`learn_many` (1: exactly the ``learn_one`` loop).
+    optimizer : {"adagrad", "adagrad-rda"}, default "adagrad"
+        AdaGrad composite mirror descent, or AdaGrad regularised dual averaging (Duchi et al. 2011,
+        Eq. (18); Xiao 2010): w = −η soft(G_t, Λ_t(S))/H_t with G_t = Σ g, Λ_t(S) = Σ_τ λ_τ(S)
+        ≈ 2c(|S| − 1)√t. Its state (G, Σg², counts) merges by pooled sums and the closed form.
 
     Raises
     ------
@@ -123,7 +127,7 @@ class CapacityLogistic(_CapacityLearner):
 
     def __init__(self, criteria: Sequence[str], aggregation: str = "choquet", k_additive: int | None = 2,
                  eta: float = 0.1, interaction_l1: float = 4.0, scaler: str = "standard",
-                 decreasing: Sequence[str] = (), minibatch: int = 16) -> None:
+                 decreasing: Sequence[str] = (), minibatch: int = 16, optimizer: str = "adagrad") -> None:
         owner = type(self).__name__
         n = len(list(criteria)) if not isinstance(criteria, str) else 0
         check_param(owner, "k_additive", k_additive,
@@ -135,15 +139,19 @@ class CapacityLogistic(_CapacityLearner):
         check_param(owner, "minibatch", minibatch,
                     isinstance(minibatch, (int, np.integer)) and not isinstance(minibatch, bool) and minibatch >= 1,
                     "an int >= 1")
+        check_param(owner, "optimizer", optimizer, optimizer in ("adagrad", "adagrad-rda"),
+                    "one of ('adagrad', 'adagrad-rda')")
         k_eff = None if k_additive is None or (n and k_additive >= n) else int(k_additive)
         super().__init__(criteria, aggregation, k_eff, scaler=scaler, decreasing=decreasing)
         self.k_additive = k_additive
         self.eta = float(eta)
         self.interaction_l1 = float(interaction_l1)
         self.minibatch = int(minibatch)
+        self.optimizer = optimizer
         d = self._index.d
         self._w = np.zeros(d)        # weights on RMS-scaled differences z = d / s
         self._Q = np.zeros(d)        # AdaGrad Σ g²
+        self._G = np.zeros(d)        # Σ g (dual averaging only)
         self._S2 = np.zeros(d)       # Σ w d² (RMS statistics of the φ-differences)
         self._pen = self.interaction_l1 * (self._index.sizes.astype(np.float64) - 1.0)
 
@@ -172,7 +180,8 @@ class CapacityLogistic(_CapacityLearner):
         Z = D / self._rms(S2, t[:, None])
         tgt = 0.5 * (1.0 + Y)
         losses = np.empty(len(Y))
-        w, Q, eta, pen = self._w, self._Q, self.eta, self._pen
+        w, Q, G, eta, pen = self._w, self._Q, self._G, self.eta, self._pen
+        rda = self.optimizer == "adagrad-rda"
         for r in range(0, len(Y), self.minibatch):
             e = min(r + self.minibatch, len(Y))
             Zb = Z[r:e]
@@ -181,9 +190,14 @@ class CapacityLogistic(_CapacityLearner):
             c = W[r:e] * (_sigmoid(g) - tgt[r:e])                        # ∂ℓ/∂g, weighted
             Q += (c * c) @ (Zb * Zb)
             H = np.sqrt(Q) + 1e-8
-            u = w - eta * (c @ Zb) / H
-            thr = (eta / math.sqrt(t[e - 1])) * pen / H
-            np.subtract(u, np.clip(u, -thr, thr), out=w)
+            if rda:
+                G += c @ Zb
+                thr = 2.0 * math.sqrt(t[e - 1]) * pen                   # Σ_τ≤t c(|S|−1)/√τ ≈ 2c(|S|−1)√t
+                np.multiply(np.subtract(G, np.clip(G, -thr, thr)), -eta / H, out=w)
+            else:
+                u = w - eta * (c @ Zb) / H
+                thr = (eta * float(np.sum(W[r:e] / np.sqrt(t[r:e])))) * pen / H  # Σ of the rows' prox thresholds
+                np.subtract(u, np.clip(u, -thr, thr), out=w)
         self._S2[:] = S2[-1]
         self._t = float(t[-1])
         np.divide(w, self._rms(self._S2, self._t), out=self._m)           # masses in φ units
@@ -223,6 +237,19 @@ class CapacityLogistic(_CapacityLearner):
         if other._t == 0:
             return self
         t1, t2 = self._t, other._t
+        if self.optimizer == "adagrad-rda":                 # pooled dual sums, closed form
+            self._G += other._G
+            self._Q += other._Q
+            self._S2 += other._S2
+            self._t = t1 + t2
+            if self._scaler is not None:
+                self._scaler.merge(other._scaler)
+            H = np.sqrt(self._Q) + 1e-8
+            thr = 2.0 * math.sqrt(self._t) * self._pen
+            np.multiply(np.subtract(self._G, np.clip(self._G, -thr, thr)), -self.eta / H, out=self._w)
+            np.divide(self._w, self._rms(self._S2, self._t), out=self._m)
+            self._merge_window(other)
+            return self
         m = (t1 * self._m + t2 * other._m) / (t1 + t2)
         self._S2 += other._S2
         self._Q += other._Q
@@ -247,9 +274,10 @@ class CapacityLogistic(_CapacityLearner):
 
     # ---------------------------------------------------------------- state
     def _extra_arrays(self) -> dict:
-        return {"w": self._w.copy(), "adagrad_sq": self._Q.copy(), "rms_sq": self._S2.copy()}
+        return {"w": self._w.copy(), "adagrad_sq": self._Q.copy(), "rms_sq": self._S2.copy(), "grad_sum": self._G.copy()}
 
     def _load_extra(self, arrays: dict) -> None:
         self._w[:] = arrays["w"]
         self._Q[:] = arrays["adagrad_sq"]
+        self._G[:] = arrays["grad_sum"]
         self._S2[:] = arrays["rms_sq"]
