@@ -141,6 +141,9 @@ class SubsetIndex:
             parent = masks[cols] & ~(np.int64(1) << self.top[cols])
             pcols = self.position(parent) if s > 1 else None
             self._levels.append((cols, pcols, self.top[cols]))
+        # k = 2: in mask order the coalitions with highest criterion j are {j}, {0, j}, …, {j−1, j} —
+        # contiguous columns, so φ is filled by slices (no gathers): cols[j] = position of {j}
+        self._k2_cols = self.position(np.left_shift(np.int64(1), np.arange(n, dtype=np.int64))) if kk == 2 else None
 
     # ------------------------------------------------------------------ lookup
     def position(self, masks: np.ndarray) -> np.ndarray:
@@ -204,6 +207,11 @@ class SubsetIndex:
                 h = 1 << j
                 op(buf[:, :h], X2[:, j:j + 1], out=buf[:, h:2 * h])
             res = buf[:, 1:]
+        elif self._k2_cols is not None:
+            res = np.empty((b, self.d)) if out is None or out.shape != (b, self.d) else out
+            for j, c in enumerate(self._k2_cols.tolist()):
+                res[:, c] = X2[:, j]
+                op(X2[:, :j], X2[:, j:j + 1], out=res[:, c + 1:c + 1 + j])
         else:
             # coalitions × rows layout: each level gathers whole contiguous rows (fast), one transpose at the end
             XT = np.ascontiguousarray(X2.T)
