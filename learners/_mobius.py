@@ -1,7 +1,7 @@
 """Coalition indexing, Möbius transforms, capacity features φ_S and constraint matrices.
 
 Shared maths of the capacity learners (:mod:`learners.capacity`), after Herin, Perny &
-Sokolovska, *Online Learning of Capacity-Based Preference Models*, IJCAI 2024 (paper 002),
+Sokolovska, *Online Learning of Capacity-Based Preference Models*, IJCAI 2024,
 Section 2.
 
 Conventions

@@ -1,7 +1,7 @@
 """Online capacity learners: Choquet integral / multilinear model in Möbius coordinates.
 
 Implements Herin, Perny & Sokolovska, *Online Learning of Capacity-Based Preference Models*,
-IJCAI 2024 (paper 002):
+IJCAI 2024:
 
 * the model F(x) = Σ_S m(S) φ_S(x_S) (Section 2, Equation (1)) with φ_S = min (Choquet) or
   Π (multilinear), over all coalitions or a k-additive truncation;
