@@ -93,14 +93,17 @@ def default_model_params(ds, models: list[str], gpm_params: dict | None = None) 
     The capacity model is the stream default :class:`learners.capacity_stream.CapacityLogistic`
     (logistic loss, AdaGrad, online standardisation, 2-additive, interactions penalised by
     c(|S| − 1)/√t; chosen on the real data sets by bench/quality_real.py, see docs/capacity.md);
-    criteria whose ``criteria_directions`` is −1 are flipped (``decreasing``). The paper's
-    RDA / ADMM-RDA (Herin, Perny & Sokolovska 2024) stays available with ``algorithm="rda"``.
+    criteria whose ``criteria_directions`` is −1 are flipped (``decreasing``); up to 7 criteria the
+    full capacity (2^n − 1 masses) is learned, beyond that a 2-additive one (measured: the full
+    model gains up to 0.04 AUC on CEMS and loses 0.008 on the 10-criteria MCDA set swd). The
+    paper's RDA / ADMM-RDA (Herin, Perny & Sokolovska 2024) stays available with ``algorithm="rda"``.
     """
     names = list(ds.feature_names)
     dirs = getattr(ds, "criteria_directions", None) or {}
     out: dict[str, dict] = {}
     if "capacity" in models:
-        out["capacity"] = {"decreasing": [c for c in names if dirs.get(c, 1) < 0]}
+        out["capacity"] = {"decreasing": [c for c in names if dirs.get(c, 1) < 0],
+                           "k_additive": None if len(names) <= 7 else 2}
     base = {"refit_every": 500, "min_train": 200, "window_size": 3000, "window": "sliding", "drift": False}
     base.update(gpm_params or {})
     for m in ("gpm", "cgpm"):

@@ -63,11 +63,11 @@ def test_default_model_params_follow_the_data_set():
     from stream.demo import default_model_params
 
     p = default_model_params(load_dataset("train"), ["capacity", "gpm"])
-    assert p["capacity"] == {"decreasing": ["price", "time", "change", "comfort"]}  # the stream default's own parameters
+    assert p["capacity"] == {"decreasing": ["price", "time", "change", "comfort"]}  # full capacity: k_additive None (dropped)
     assert p["gpm"]["refit_every"] == 500 and p["gpm"]["min_train"] == 200
     wide = SimpleNamespace(feature_names=[f"f{i}" for i in range(26)], criteria_directions=None)
     q = default_model_params(wide, ["capacity", "cgpm"], {"refit_every": 7})
-    assert q["capacity"] == {"decreasing": []}
+    assert q["capacity"] == {"decreasing": [], "k_additive": 2}
     assert q["cgpm"]["refit_every"] == 7 and "gpm" not in q
 
 
