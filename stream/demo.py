@@ -103,7 +103,7 @@ def default_model_params(ds, models: list[str], gpm_params: dict | None = None) 
     out: dict[str, dict] = {}
     if "capacity" in models:
         out["capacity"] = {"decreasing": [c for c in names if dirs.get(c, 1) < 0],
-                           "k_additive": None if len(names) <= 7 else 2}
+                           "k_additive": len(names) if len(names) <= 7 else 2}   # k = n: the full model
     base = {"refit_every": 500, "min_train": 200, "window_size": 3000, "window": "sliding", "drift": False}
     base.update(gpm_params or {})
     for m in ("gpm", "cgpm"):
