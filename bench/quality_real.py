@@ -248,6 +248,7 @@ def main(argv=None) -> None:
     ap.add_argument("--ablations", action="store_true", help="also run the VARIANTS of the stream default")
     ap.add_argument("--gpm-kernels", action="store_true", help="also measure GPM with a constant item-kernel term")
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--speed-only", action="store_true", help="only the speed section (last line events_per_s=…)")
     ap.add_argument("--out", default=None, help="write quality.md / quality.txt into this folder")
     args = ap.parse_args(argv)
 
@@ -258,6 +259,14 @@ def main(argv=None) -> None:
         lines.append(s)
 
     t_start = time.time()
+    if args.speed_only:
+        sp = speed()
+        print(f"# learn_many, batches of 500, Pokémon (26 criteria; cap-stream 2-additive: 351 masses), load average "
+              f"{sp['load']:.2f}; events/s whole run (best of 3) / at the median batch time:")
+        for k in ("cap-stream", "linear-bt", "cap-paper"):
+            print(f"# {k}: {sp[k][0]:,.0f} / {sp[k][1]:,.0f} (ratio to linear-bt {sp[k][1] / sp['linear-bt'][1]:.2f})")
+        print(f"events_per_s={sp['cap-stream'][1]:.0f} linear_bt_events_per_s={sp['linear-bt'][1]:.0f} load={sp['load']:.2f}")
+        return
     emit(f"# load average at start: {os.getloadavg()[0]:.2f}")
     emit("| data set (events) | linear-bt AUC | cap-paper AUC | cap-stream AUC | gap AUC | linear-bt LL | "
          "cap-paper LL | cap-stream LL | gap LL | GPM AUC / linear-bt / cap-stream (prefix) |")
