@@ -70,7 +70,7 @@ from typing import Sequence
 
 import numpy as np
 
-from learners.capacity_base import _CapacityLearner, _is_real
+from learners.capacity_base import _CapacityLearner, _clip, _is_real
 from learners.exceptions import InvalidParameterError, check_param
 
 __all__ = ["PAPER_ONLY_PARAMS", "CapacityLogistic"]
@@ -178,26 +178,30 @@ class CapacityLogistic(_CapacityLearner):
         S2 = np.cumsum(np.concatenate([self._S2[None, :], W[:, None] * D * D]), axis=0)[1:]
         t = np.cumsum(np.concatenate([[self._t], W]))[1:]
         Z = D / self._rms(S2, t[:, None])
+        Z2 = Z * Z
         tgt = 0.5 * (1.0 + Y)
-        losses = np.empty(len(Y))
+        G_all = np.empty(len(Y))                                            # margins at each block's start
+        rowthr = W / np.sqrt(t)                                             # per-row prox weights w_τ/√t_τ
         w, Q, G, eta, pen = self._w, self._Q, self._G, self.eta, self._pen
         rda = self.optimizer == "adagrad-rda"
+        tmp = np.empty_like(w)
         for r in range(0, len(Y), self.minibatch):
             e = min(r + self.minibatch, len(Y))
             Zb = Z[r:e]
-            g = Zb @ w
-            losses[r:e] = self._losses(g, Y[r:e])
+            g = G_all[r:e] = Zb @ w
             c = W[r:e] * (_sigmoid(g) - tgt[r:e])                        # ∂ℓ/∂g, weighted
-            Q += (c * c) @ (Zb * Zb)
-            H = np.sqrt(Q) + 1e-8
+            Q += (c * c) @ Z2[r:e]
+            H = np.sqrt(Q)
+            H += 1e-8
             if rda:
                 G += c @ Zb
                 thr = 2.0 * math.sqrt(t[e - 1]) * pen                   # Σ_τ≤t c(|S|−1)/√τ ≈ 2c(|S|−1)√t
-                np.multiply(np.subtract(G, np.clip(G, -thr, thr)), -eta / H, out=w)
+                np.multiply(np.subtract(G, _clip(G, -thr, thr, tmp)), -eta / H, out=w)
             else:
                 u = w - eta * (c @ Zb) / H
-                thr = (eta * float(np.sum(W[r:e] / np.sqrt(t[r:e])))) * pen / H  # Σ of the rows' prox thresholds
-                np.subtract(u, np.clip(u, -thr, thr), out=w)
+                thr = (eta * float(np.sum(rowthr[r:e]))) * pen / H        # Σ of the rows' prox thresholds
+                np.subtract(u, _clip(u, -thr, thr, tmp), out=w)
+        losses = self._losses(G_all, Y)
         self._S2[:] = S2[-1]
         self._t = float(t[-1])
         np.divide(w, self._rms(self._S2, self._t), out=self._m)           # masses in φ units
