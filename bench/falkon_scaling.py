@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:
 
 from bench.synthetic_cluster import make_synthetic_cluster  # noqa: E402
 from learners.falkon import Falkon, default_n_centres  # noqa: E402
-from learners.gpm import roc_auc  # noqa: E402
+from learners.metrics import roc_auc  # noqa: E402
 from learners.kernels import PairKernel, median_heuristic  # noqa: E402
 
 

@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from learners.gpm import CGPM, GPM, UPM, roc_auc  # noqa: E402
+from learners.gpm import CGPM, GPM, UPM  # noqa: E402
+from learners.metrics import roc_auc  # noqa: E402
 
 SMALL = 2000  # training pairs below which --selection auto uses CV and --grid auto the wide grid
 WIDE_PENALTIES = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7)

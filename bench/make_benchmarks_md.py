@@ -16,6 +16,7 @@ RESULTS = ROOT / "bench" / "results"
 ORDER = [
     ("stream", "Streaming spine: learner worker throughput vs kafka-python", "bench/stream_throughput.py"),
     ("capacity", "Capacity learning: RDA / ADMM-RDA / FOBOS / LP (paper 002, Section 5)", "bench/capacity_paper.py, bench/capacity_mcda.py"),
+    ("quality", "Capacity stream default vs linear Bradley–Terry on real streams (calibration, merging)", "bench/quality_real.py"),
     ("gpm", "GPM vs UPM (paper 000, Table 3)", "bench/gpm_paper.py"),
     ("falkon", "FALKON scaling vs a dense exact solver", "bench/falkon_scaling.py"),
     ("prefshap", "Pref-SHAP (paper 000, Section 4)", "bench/prefshap_paper.py"),

@@ -50,7 +50,8 @@ if str(ROOT) not in sys.path:
 from bench.synthetic_cluster import make_synthetic_cluster  # noqa: E402
 from explainers import plots  # noqa: E402
 from explainers.prefshap import PrefSHAP  # noqa: E402
-from learners.gpm import GPM, UPM, roc_auc  # noqa: E402
+from learners.gpm import GPM, UPM  # noqa: E402
+from learners.metrics import roc_auc  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 

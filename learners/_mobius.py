@@ -1,7 +1,7 @@
 """Coalition indexing, Möbius transforms, capacity features φ_S and constraint matrices.
 
 Shared maths of the capacity learners (:mod:`learners.capacity`), after Herin, Perny &
-Sokolovska, *Online Learning of Capacity-Based Preference Models*, IJCAI 2024 (paper 002),
+Sokolovska, *Online Learning of Capacity-Based Preference Models*, IJCAI 2024,
 Section 2.
 
 Conventions
@@ -141,6 +141,9 @@ class SubsetIndex:
             parent = masks[cols] & ~(np.int64(1) << self.top[cols])
             pcols = self.position(parent) if s > 1 else None
             self._levels.append((cols, pcols, self.top[cols]))
+        # k = 2: in mask order the coalitions with highest criterion j are {j}, {0, j}, …, {j−1, j} —
+        # contiguous columns, so φ is filled by slices (no gathers): cols[j] = position of {j}
+        self._k2_cols = self.position(np.left_shift(np.int64(1), np.arange(n, dtype=np.int64))) if kk == 2 else None
 
     # ------------------------------------------------------------------ lookup
     def position(self, masks: np.ndarray) -> np.ndarray:
@@ -204,13 +207,22 @@ class SubsetIndex:
                 h = 1 << j
                 op(buf[:, :h], X2[:, j:j + 1], out=buf[:, h:2 * h])
             res = buf[:, 1:]
-        else:
+        elif self._k2_cols is not None:
             res = np.empty((b, self.d)) if out is None or out.shape != (b, self.d) else out
+            for j, c in enumerate(self._k2_cols.tolist()):
+                res[:, c] = X2[:, j]
+                op(X2[:, :j], X2[:, j:j + 1], out=res[:, c + 1:c + 1 + j])
+        else:
+            # coalitions × rows layout: each level gathers whole contiguous rows (fast), one transpose at the end
+            XT = np.ascontiguousarray(X2.T)
+            resT = np.empty((self.d, b))
             for cols, pcols, top in self._levels:
                 if pcols is None:
-                    res[:, cols] = X2[:, top]
+                    resT[cols] = XT[top]
                 else:
-                    res[:, cols] = op(res[:, pcols], X2[:, top])
+                    resT[cols] = op(resT[pcols], XT[top])
+            res = np.empty((b, self.d)) if out is None or out.shape != (b, self.d) else out
+            res[...] = resT.T
         return res[0] if one else res
 
     def feature_buffer_shape(self, b: int) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """Solvers for capacity learning: hinge loss, RDA, ADMM-RDA, FOBOS and the batch LP.
 
 Herin, Perny & Sokolovska, *Online Learning of Capacity-Based Preference Models*, IJCAI 2024
-(paper 002). Notation: an example is a feature difference ``d = φ(x_left) − φ(x_right)`` of
+(Herin, Perny & Sokolovska 2024). Notation: an example is a feature difference ``d = φ(x_left) − φ(x_right)`` of
 shape (d,) with an outcome ``y ∈ {+1, −1, 0}``; the paper's oriented difference is
 ``Δ = y·d`` for a strict preference (its x_t is the preferred item) and ``Δ = d`` for an
 indifference. A Möbius vector ``m`` has shape (d,); ``B`` (shape (b, d), scipy.sparse) encodes

@@ -1,7 +1,7 @@
 """FALKON: Nyström kernel ridge regression / logistic regression by preconditioned CG, in torch.
 
 Implements the method of Rudi, Carratino & Rosasco (2017, "FALKON: an optimal large scale kernel
-method", Alg. 1) as engineered by Meanti et al. (2020, paper 000's ref. [42]) and its logistic
+method", Alg. 1) as engineered by Meanti et al. (2020, Hu, Chau et al. 2022, ref. [42]) and its logistic
 extension by approximate Newton steps over a decreasing penalty list (Marteau-Ferey, Bach & Rudi
 2019, "Globally convergent Newton methods for ill-conditioned generalized self-concordant losses").
 

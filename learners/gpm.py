@@ -1,11 +1,11 @@
-"""Kernel preference models GPM, C-GPM and UPM (paper 000, Section 2.1), fitted by FALKON.
+"""Kernel preference models GPM, C-GPM and UPM (Hu, Chau et al. 2022, Section 2.1), fitted by FALKON.
 
-* :class:`GPM` — generalised preference model ``p(y | x_l, x_r) = σ(y g(x_l, x_r))`` (paper 000 eq. (2))
+* :class:`GPM` — generalised preference model ``p(y | x_l, x_r) = σ(y g(x_l, x_r))`` (Hu, Chau et al. 2022, eq. (2))
   with ``g ∈ H_{k_E}``, the RKHS of the generalised preferential kernel ``k_E`` (Chau et al. 2022):
   ``g(x_l, x_r) = Σ_m α_m k_E((x_l, x_r), (cl_m, cr_m))`` over ``M`` Nyström centres.
-* :class:`CGPM` — context-specific GPM with kernel ``k_U(u, u_m) k_E(...)`` (paper 000, Section 2.1,
+* :class:`CGPM` — context-specific GPM with kernel ``k_U(u, u_m) k_E(...)`` (Hu, Chau et al. 2022, Section 2.1,
   "Incorporating context variables").
-* :class:`UPM` — utility model ``g(a, b) = f(a) − f(b)`` (paper 000 eq. (1)), fitted with the pair kernel
+* :class:`UPM` — utility model ``g(a, b) = f(a) − f(b)`` (Hu, Chau et al. 2022, eq. (1)), fitted with the pair kernel
   ``k(a,c) + k(b,d) − k(a,d) − k(b,c)`` so that ``f(x) = Σ_m α_m [k(x, cl_m) − k(x, cr_m)]``.
 
 Fitting (all three): features are standardised with the mean/std of the *training* items
@@ -24,7 +24,7 @@ at most ``selection_max_train`` training pairs; the final model is then fitted o
 pairs (not the validation pairs) at the selected ``(λ, m)``. This differs from the paper, which tuned
 kernel hyper-parameters by gradient descent (its ref. [43], Meanti et al. 2022).
 
-On small data a 10 % hold-out holds a handful of pairs (≈ 10 contests for the chameleons of paper 000,
+On small data a 10 % hold-out holds a handful of pairs (≈ 10 contests for the chameleons of Hu, Chau et al. (2022),
 Table 3), so its AUC is mostly noise. ``selection="cv"`` replaces it by **k-fold cross-validation**:
 the training pairs (plus the ``eval_set`` pairs, if given) are cut into ``cv_folds`` folds by a
 permutation drawn from ``np.random.default_rng(seed)``; for every fold and multiplier the penalty path
@@ -36,7 +36,7 @@ ROC AUC** wins (ties: smaller mean log loss), and the final model is fitted on a
 benchmark ``bench/gpm_paper.py`` uses ``"auto"``.
 
 Pairs and outcomes: ``y = +1`` means the left item is preferred, ``−1`` the right one. Indifferent
-outcomes ``y = 0`` are **dropped** (the likelihood (2) has no draws; paper 000 footnote 1). With
+outcomes ``y = 0`` are **dropped** (the likelihood (2) has no draws; Hu, Chau et al. (2022) footnote 1). With
 ``both_orders=True`` every pair is also added swapped with the opposite label. Because all three
 kernels are skew-symmetric in the pair order, this changes neither the estimator nor the predictions
 (the swapped kernel rows are the negated originals — see ``tests/test_gpm.py``); it only doubles the
@@ -56,30 +56,9 @@ import torch
 from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
 from learners.falkon import Falkon, KnMOperator, default_n_centres, select_centres
 from learners.kernels import PairKernel, median_heuristic, rbf
+from learners.metrics import log_loss, roc_auc
 
-__all__ = ["CGPM", "GPM", "UPM", "roc_auc", "log_loss"]
-
-
-def roc_auc(y, score) -> float:
-    """ROC AUC of ``score`` for labels ``y`` in {+1, −1} (Mann–Whitney, ties count ½); nan if one class is absent."""
-    y = np.asarray(y).reshape(-1)
-    s = np.asarray(score, dtype=np.float64).reshape(-1)
-    pos, neg = y > 0, y < 0
-    n_pos, n_neg = int(pos.sum()), int(neg.sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    from scipy.stats import rankdata
-
-    r = rankdata(s[pos | neg])
-    yy = y[pos | neg] > 0
-    return float((r[yy].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
-
-
-def log_loss(y, g) -> float:
-    """Mean logistic loss ``log(1 + exp(−y g))`` for ±1 labels and margins ``g``."""
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    g = np.asarray(g, dtype=np.float64).reshape(-1)
-    return float(np.mean(np.logaddexp(0.0, -y * g)))
+__all__ = ["CGPM", "GPM", "UPM"]
 
 
 def _as2d(name: str, a, width: int | None = None) -> np.ndarray:
@@ -422,7 +401,7 @@ class _PairModel:
         return torch.cat(out).cpu().numpy().astype(np.float64)
 
     def predict_proba(self, XL, XR, U=None) -> np.ndarray:
-        """P(left preferred) = σ(g), ndarray of shape (n_pairs,), float64 (paper 000 eq. (2))."""
+        """P(left preferred) = σ(g), ndarray of shape (n_pairs,), float64 (Hu, Chau et al. 2022, eq. (2))."""
         g = self.decision_function(XL, XR, U) if self._kind == "cgpm" else self.decision_function(XL, XR)
         return 0.5 * (1.0 + np.tanh(0.5 * g))
 
@@ -480,7 +459,7 @@ class _PairModel:
 
 
 class GPM(_PairModel):
-    """Generalised Preference Model (paper 000 Section 2.1, eq. (2); Chau et al. 2022).
+    """Generalised Preference Model (Hu, Chau et al. 2022, Section 2.1, eq. (2); Chau et al. 2022).
 
     ``g(x_l, x_r) = Σ_m α_m k_E((x̃_l, x̃_r), (cl_m, cr_m))`` on scaled items ``x̃ = transform(x)``,
     with ``k_E`` the generalised preferential kernel (:func:`learners.kernels.pref_kernel`) over
@@ -543,7 +522,7 @@ class GPM(_PairModel):
 
 
 class CGPM(_PairModel):
-    """Context-specific GPM (paper 000 Section 2.1): kernel ``k_U(u, u_m) · k_E((x_l, x_r), (cl_m, cr_m))``.
+    """Context-specific GPM (Hu, Chau et al. 2022, Section 2.1): kernel ``k_U(u, u_m) · k_E((x_l, x_r), (cl_m, cr_m))``.
 
     Same parameters as :class:`GPM` plus ``context_names``; the context is standardised on the
     training pairs (``transform_context``) and gets per-feature length-scales ``m · median_j · √p``.
@@ -574,7 +553,7 @@ class CGPM(_PairModel):
 
 
 class UPM(_PairModel):
-    """Utility-based preference model ``g(a, b) = f(a) − f(b)`` (paper 000 eq. (1)).
+    """Utility-based preference model ``g(a, b) = f(a) − f(b)`` (Hu, Chau et al. 2022, eq. (1)).
 
     Fitted with the pair kernel ``k(a,c) + k(b,d) − k(a,d) − k(b,c)``
     (:func:`learners.kernels.utility_pair_kernel`), so ``f(x) = Σ_m α_m [k(x̃, cl_m) − k(x̃, cr_m)]``.

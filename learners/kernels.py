@@ -4,13 +4,13 @@ Every item kernel is a product RBF on **scaled** features with one length-scale 
 
 .. math:: k(x, y) = \\prod_{j=1}^d \\exp\\!\\left(-\\frac{(x_j - y_j)^2}{2 \\ell_j^2}\\right),
 
-the structure Pref-SHAP needs (paper 000, Section 3). On pairs of items three kernels are built:
+the structure Pref-SHAP needs (Hu, Chau et al. 2022, Section 3). On pairs of items three kernels are built:
 
-* the generalised preferential kernel (paper 000, Section 2.1; Chau et al. 2022)
+* the generalised preferential kernel (Hu, Chau et al. 2022, Section 2.1; Chau et al. 2022)
   :math:`k_E((a,b),(c,d)) = k(a,c)k(b,d) - k(a,d)k(b,c)` — :func:`pref_kernel`;
 * the context kernel of C-GPM, :math:`k_U(u,v)\\,k_E((a,b),(c,d))` — :func:`context_pref_kernel`;
 * the utility (UPM) kernel :math:`k(a,c)+k(b,d)-k(a,d)-k(b,c)`, whose RKHS holds exactly the
-  functions :math:`g(a,b) = f(a)-f(b)` of paper 000 eq. (1) — :func:`utility_pair_kernel`.
+  functions :math:`g(a,b) = f(a)-f(b)` of Hu, Chau et al. (2022) eq. (1) — :func:`utility_pair_kernel`.
 
 All three are skew-symmetric in the pair order: swapping ``(a, b)`` negates every kernel row,
 so any :math:`g = \\sum_m \\alpha_m k(\\cdot, z_m)` satisfies :math:`g(a,b) = -g(b,a)`.
@@ -127,7 +127,7 @@ def rbf_np(X, Y, lengthscales) -> np.ndarray:
 
 
 def pref_kernel(XL, XR, CL, CR, ls):
-    """Generalised preferential kernel k_E between pairs (paper 000, Section 2.1).
+    """Generalised preferential kernel k_E between pairs (Hu, Chau et al. 2022, Section 2.1).
 
     ``k_E((xl, xr), (cl, cr)) = k(xl, cl) k(xr, cr) − k(xl, cr) k(xr, cl)`` with ``k`` = :func:`rbf`.
 
@@ -155,7 +155,7 @@ def pref_kernel(XL, XR, CL, CR, ls):
 
 
 def context_pref_kernel(XL, XR, U, CL, CR, CU, ls, ls_context):
-    """C-GPM kernel ``k_U(u, u_m) · k_E((xl, xr), (cl_m, cr_m))`` (paper 000, Section 2.1).
+    """C-GPM kernel ``k_U(u, u_m) · k_E((xl, xr), (cl_m, cr_m))`` (Hu, Chau et al. 2022, Section 2.1).
 
     Parameters
     ----------
@@ -172,7 +172,7 @@ def context_pref_kernel(XL, XR, U, CL, CR, CU, ls, ls_context):
 def utility_pair_kernel(XL, XR, CL, CR, ls):
     """UPM kernel on pairs ``k(a,c) + k(b,d) − k(a,d) − k(b,c)`` for pairs (a, b), (c, d).
 
-    Its RKHS contains exactly the differences ``g(a, b) = f(a) − f(b)`` of paper 000 eq. (1).
+    Its RKHS contains exactly the differences ``g(a, b) = f(a) − f(b)`` of Hu, Chau et al. (2022) eq. (1).
 
     Returns
     -------

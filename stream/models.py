@@ -3,8 +3,8 @@
 =========  ==============================================  =========================================
 model      learner (plug-in module)                        explanation methods
 =========  ==============================================  =========================================
-capacity   :class:`learners.capacity.CapacityRDA`           capacity-shapley, capacity-interaction,
-           (RDA, or ADMM-RDA with ``constraints``)         sharp-rank, sharp-pairwise,
+capacity   :class:`learners.capacity_stream.CapacityLogistic`  capacity-shapley, capacity-interaction,
+           (``algorithm="rda"``: paper RDA / ADMM-RDA)     sharp-rank, sharp-pairwise,
            :mod:`stream.plugins.capacity`                  distributional-bernoulli,
                                                            distributional-categorical (click sessions)
 gpm        :class:`learners.refit.RefittingGPM`             pref-shap, distributional-bernoulli,

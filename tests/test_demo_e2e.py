@@ -63,12 +63,11 @@ def test_default_model_params_follow_the_data_set():
     from stream.demo import default_model_params
 
     p = default_model_params(load_dataset("train"), ["capacity", "gpm"])
-    assert p["capacity"] == {"scaler": "minmax", "decreasing": ["price", "time", "change", "comfort"],
-                             "constraints": ["monotone"]}  # full capacity: k_additive left at None
+    assert p["capacity"] == {"decreasing": ["price", "time", "change", "comfort"], "k_additive": 4}  # 4 criteria: full
     assert p["gpm"]["refit_every"] == 500 and p["gpm"]["min_train"] == 200
     wide = SimpleNamespace(feature_names=[f"f{i}" for i in range(26)], criteria_directions=None)
     q = default_model_params(wide, ["capacity", "cgpm"], {"refit_every": 7})
-    assert q["capacity"]["k_additive"] == 2 and q["capacity"]["constraints"] == [] and q["capacity"]["decreasing"] == []
+    assert q["capacity"] == {"decreasing": [], "k_additive": 2}
     assert q["cgpm"]["refit_every"] == 7 and "gpm" not in q
 
 

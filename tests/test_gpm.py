@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from learners.exceptions import InvalidInputError, InvalidParameterError, NotFittedError, SnapshotError
-from learners.gpm import CGPM, GPM, UPM, log_loss, roc_auc
+from learners.gpm import CGPM, GPM, UPM
+from learners.metrics import log_loss, roc_auc
 from learners.kernels import pref_kernel, rbf_np
 from learners.state import dump_state, load_state
 

@@ -1,12 +1,15 @@
 """The ``capacity`` plug-in: the online Möbius capacity learners and their explainers.
 
-Learner: :class:`learners.capacity.CapacityRDA` — RDA (Algorithm 1) or, with ``constraints``,
+Learner: the stream default :class:`learners.capacity_stream.CapacityLogistic` (logistic loss,
+AdaGrad, calibrated; see docs/capacity.md), or with ``algorithm="rda"`` (or any paper-only
+parameter) :class:`learners.capacity.CapacityRDA` — RDA (Algorithm 1) or, with ``constraints``,
 ADMM-RDA (Algorithm 2) of Herin, Perny & Sokolovska (2024), *Online Learning of Capacity-Based
 Preference Models*; a snapshot of class ``CapacityFOBOS`` loads as the FOBOS baseline.
 
 Merge rule (:func:`merge_capacity`, the one rule used by every worker and the demo): RDA parts
 pool their state with ``+=`` (gradient sums and counts; exact when the subgradients coincide,
-see :mod:`learners.capacity`). Parts that cannot be pooled — ADMM-RDA and FOBOS keep
+see :mod:`learners.capacity`); the stream default's ``+=`` pools its sufficient statistics and
+averages the masses by count (:meth:`learners.capacity_stream.CapacityLogistic.__iadd__`). Parts that cannot be pooled — ADMM-RDA and FOBOS keep
 path-dependent last iterates with no additive sufficient statistic (Herin et al. 2024, Sec. 4.2),
 or parts with different parameters — are not averaged: the part with the largest training count
 is explained, and the choice is logged.
@@ -37,30 +40,45 @@ log = logging.getLogger(__name__)
 
 
 def capacity_factory(settings, params: dict):
-    """A fresh :class:`~learners.capacity.CapacityRDA` on ``params["criteria"]`` or the settings' feature names.
+    """A fresh capacity learner on ``params["criteria"]`` or the settings' feature names.
 
-    The min-max scaler is the default (raw event features are rarely in [0, 1]); pass
+    ``algorithm`` picks the learner: ``"logistic"`` (the stream default,
+    :class:`~learners.capacity_stream.CapacityLogistic`: logistic loss, AdaGrad, online
+    standardisation, calibrated probabilities), ``"rda"`` (the paper's RDA / ADMM-RDA,
+    :class:`~learners.capacity.CapacityRDA`) or ``"fobos"``. A paper-only parameter
+    (``constraints``, ``gamma``, ``delta``, ...) without an ``algorithm`` selects ``"rda"``. The paper's
+    learners use the min-max scaler by default (raw event features are rarely in [0, 1]); pass
     ``scaler="none"`` to require criteria in [0, 1].
 
     Examples
     --------
     >>> from types import SimpleNamespace
-    >>> m = capacity_factory(SimpleNamespace(feature_names=["price", "time"]), {"decreasing": ["price"]})
+    >>> s = SimpleNamespace(feature_names=["price", "time"])
+    >>> m = capacity_factory(s, {"decreasing": ["price"]})
     >>> type(m).__name__, m.criteria
-    ('CapacityRDA', ['price', 'time'])
+    ('CapacityLogistic', ['price', 'time'])
+    >>> type(capacity_factory(s, {"constraints": ["monotone"]})).__name__
+    'CapacityRDA'
     """
-    from learners.capacity import CapacityRDA
+    from learners.capacity import CapacityFOBOS, CapacityRDA
+    from learners.capacity_stream import PAPER_ONLY_PARAMS, CapacityLogistic
 
     p = dict(params)
     criteria = p.pop("criteria", None) or list(settings.feature_names or [])
     if not criteria:
         raise InvalidInputError("The capacity model needs its criteria: set feature_names (or model_params.capacity.criteria).")
-    p.setdefault("scaler", "minmax")
-    return construct("capacity", CapacityRDA, criteria, **p)
+    algo = p.pop("algorithm", None) or ("rda" if PAPER_ONLY_PARAMS & set(p) else "logistic")
+    classes = {"logistic": CapacityLogistic, "rda": CapacityRDA, "fobos": CapacityFOBOS}
+    if algo not in classes:
+        raise InvalidParameterError(f"The 'algorithm' parameter of the capacity model must be one of {sorted(classes)}. "
+                                    f"Got {algo!r} instead.")
+    if algo != "logistic":
+        p.setdefault("scaler", "minmax")
+    return construct("capacity", classes[algo], criteria, **p)
 
 
 def capacity_loader(state: dict):
-    """Rebuild a ``CapacityRDA`` or ``CapacityFOBOS`` (by the state's ``meta["class"]``) from a snapshot state.
+    """Rebuild a ``CapacityLogistic``, ``CapacityRDA`` or ``CapacityFOBOS`` (by the state's ``meta["class"]``).
 
     Examples
     --------
@@ -69,8 +87,10 @@ def capacity_loader(state: dict):
     'CapacityFOBOS'
     """
     from learners.capacity import CapacityFOBOS, CapacityRDA
+    from learners.capacity_stream import CapacityLogistic
 
-    cls = {"CapacityRDA": CapacityRDA, "CapacityFOBOS": CapacityFOBOS}.get(state.get("meta", {}).get("class"), CapacityRDA)
+    cls = {"CapacityRDA": CapacityRDA, "CapacityFOBOS": CapacityFOBOS,
+           "CapacityLogistic": CapacityLogistic}.get(state.get("meta", {}).get("class"), CapacityRDA)
     return cls.from_state(state)
 
 
