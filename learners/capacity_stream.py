@@ -124,6 +124,10 @@ class CapacityLogistic(_CapacityLearner):
     """
 
     _algorithm = "logistic-adagrad"
+    #: :meth:`learn_many` is a mini-batch variant (gradients of a block at the block's first
+    #: iterate); with ``minibatch=1`` it is exactly the :meth:`learn_one` loop (tests/checks).
+    learn_many_matches_loop = False
+    exact_learn_many_params = {"minibatch": 1}
 
     def __init__(self, criteria: Sequence[str], aggregation: str = "choquet", k_additive: int | None = 2,
                  eta: float = 0.1, interaction_l1: float = 4.0, scaler: str = "standard",

@@ -192,7 +192,7 @@ def test_scalers_learn_transform_pairs_equals_the_row_by_row_loop(rows, cls):
 def test_registry_factory_builds_the_stream_default_and_keeps_the_paper_learners():
     from types import SimpleNamespace
 
-    from stream.models import _capacity_factory
+    from stream.plugins.capacity import capacity_factory as _capacity_factory
 
     s = SimpleNamespace(feature_names=NAMES)
     assert type(_capacity_factory(s, {})) is CapacityLogistic
@@ -231,7 +231,7 @@ def test_reproduction_mode_is_the_papers_algorithm_with_its_published_defaults()
     factory's learner replays a directly built one bit for bit."""
     from types import SimpleNamespace
 
-    from stream.models import _capacity_factory
+    from stream.plugins.capacity import capacity_factory as _capacity_factory
 
     f = _capacity_factory(SimpleNamespace(feature_names=NAMES), {"algorithm": "rda", "scaler": "none"})
     assert (f.l1, f.gamma, f.delta, f.rho, f.constraints) == (0.01, 1e3, 0.01, 1.0, [])

@@ -121,8 +121,12 @@ def check_margin_is_skew_symmetric(name: str, world: World, trained) -> None:
 
 def check_learn_many_equals_a_learn_one_loop(name: str, world: World, trained) -> None:
     a, b = fresh(name), fresh(name)
-    if getattr(type(a), "learn_many_matches_loop", True) is False:  # a documented mini-batch variant
-        return
+    if getattr(type(a), "learn_many_matches_loop", True) is False:
+        # A documented mini-batch variant must name the parameters under which it is the loop
+        # exactly (e.g. ``{"minibatch": 1}``); the check runs there.
+        exact = getattr(type(a), "exact_learn_many_params", None)
+        assert exact, f"{type(a).__name__} sets learn_many_matches_loop = False but no exact_learn_many_params"
+        a, b = (fresh(name, exact) for _ in range(2))
     idx = np.arange(60)
     w = np.linspace(0.5, 2.0, len(idx))
     for i in idx:

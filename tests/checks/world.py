@@ -73,11 +73,13 @@ def settings():
     return Settings.load(None, {"feature_names": FEATURES, "context_names": CONTEXT})
 
 
-def fresh(name: str):
-    """A fresh learner of registered model ``name`` built by its factory."""
+def fresh(name: str, extra: dict | None = None):
+    """A fresh learner of registered model ``name`` built by its factory (``extra`` overrides parameters)."""
     from stream import registry
 
-    return registry.get_model(name).factory(settings(), copy.deepcopy(FAST_PARAMS.get(name, {})))
+    params = copy.deepcopy(FAST_PARAMS.get(name, {}))
+    params.update(extra or {})
+    return registry.get_model(name).factory(settings(), params)
 
 
 def train(learner, world: World, idx=None):
