@@ -58,6 +58,7 @@ from jsonschema import Draft202012Validator
 
 from learners.exceptions import InvalidInputError, SnapshotError
 from learners.state import dump_state, load_state
+from stream import clicklog
 
 __all__ = [
     "DEAD_LETTER_REASONS",
@@ -643,6 +644,9 @@ def _click_structure(d: dict):
     missing = [c for c in d["clicked"] if c not in id_set]
     if missing:
         raise DeadLetter("schema_violation", f"Session {sid!r}: clicked items {missing[:5]} are not among the shown items.")
+    problem = clicklog.slot_problem(shown)  # position / propensity cross-field checks
+    if problem:
+        raise DeadLetter("schema_violation", f"Session {sid!r}: {problem}")
     for j, s in enumerate(shown):
         if "features" in s:
             _features(s["features"], f"shown[{j}].features")
@@ -655,8 +659,14 @@ def _click_structure(d: dict):
 
 
 def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
-                        max_bytes: int = _DEFAULT_MAX_BYTES) -> list[PreferenceExample]:
+                        max_bytes: int = _DEFAULT_MAX_BYTES,
+                        expander: "clicklog.SessionExpander | None" = None) -> list[PreferenceExample]:
     """Parse a click session and expand it into preference pairs clicked ≻ shown-but-not-clicked.
+
+    ``expander`` (a :class:`stream.clicklog.SessionExpander`, built from the ``click_*``
+    settings) chooses other pair strategies (clicked ≻ skipped-above, clicked ≻ next), inverse
+    propensity weights and the pair orientation; the default below is its ``all`` strategy,
+    unweighted, clicked item on the left.
 
     A session that shows ``n`` distinct items of which ``k`` were clicked becomes ``k·(n−k)``
     examples with outcome +1 (the clicked item on the left); clicked items do not play each other,
@@ -672,12 +682,14 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
     catalog : ItemCatalog, optional
         Resolves shown items without inline features.
     max_bytes : int, default 1 MiB
+    expander : stream.clicklog.SessionExpander, optional
 
     Returns
     -------
     list of PreferenceExample
-        ``event_id = f"{session_id}:{clicked_id}>{other_id}"``; the session timestamp, weight and a
-        copy of the user context on every pair; ``left_id``/``right_id`` set.
+        ``event_id = f"{session_id}:{clicked_id}>{other_id}"``; the session timestamp, weight
+        (times the expander's IPS weight) and a copy of the user context on every pair;
+        ``left_id``/``right_id`` set.
 
     Raises
     ------
@@ -688,22 +700,23 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
     """
     d = _check_object_and_version(_decode(raw, max_bytes), "click session")
     sid, ts, shown, ids, clicked, ctx, w = _click_structure(d)
-    if not clicked or len(clicked) == len(ids):
+    plan = (expander or _DEFAULT_EXPANDER).plan(sid, shown, clicked)
+    if not plan:
         return []
     feats = [_resolve(s, catalog, f"shown[{j}]")[0] for j, s in enumerate(shown)]
     out = []
-    for a, ia in enumerate(ids):
-        if ia not in clicked:
-            continue
-        for b, ib in enumerate(ids):
-            if ib in clicked:
-                continue
-            _check_same_features(feats[a], feats[b], f"Session {sid!r}, items {ia!r} and {ib!r}: ")
-            out.append(PreferenceExample(
-                event_id=f"{sid}:{ia}>{ib}", timestamp=ts, left=feats[a], right=feats[b], outcome=1,
-                context=None if ctx is None else dict(ctx), weight=w, left_id=ia, right_id=ib,
-            ))
+    for a, b, f, swap in plan:
+        ia, ib = ids[a], ids[b]
+        _check_same_features(feats[a], feats[b], f"Session {sid!r}, items {ia!r} and {ib!r}: ")
+        la, lb = (b, a) if swap else (a, b)
+        out.append(PreferenceExample(
+            event_id=f"{sid}:{ia}>{ib}", timestamp=ts, left=feats[la], right=feats[lb], outcome=-1 if swap else 1,
+            context=None if ctx is None else dict(ctx), weight=w * f, left_id=ids[la], right_id=ids[lb],
+        ))
     return out
+
+
+_DEFAULT_EXPANDER = clicklog.SessionExpander()
 
 
 # --------------------------------------------------------------- explain requests
