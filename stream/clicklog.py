@@ -32,7 +32,11 @@ Weights (multiplied into the session ``weight`` of every pair of a clicked item 
 * ``snips`` — the ``ips`` weight divided by the running mean of the ``ips`` weights this expander
   has produced (the self-normalised estimator of Swaminathan & Joachims 2015, §4, in streaming
   form). The normaliser is the mean over the messages this process saw, so a restarted worker
-  re-weights replayed messages slightly differently; the direction of every gradient is unchanged.
+  re-weights replayed messages slightly differently; the direction of every gradient is unchanged;
+* ``ips_sample`` — for learners that ignore weights (the refitting GPMs): the clicked item's pairs
+  are kept, with weight 1, with probability w / w_max = clip / max(ρ_c, clip) — importance
+  weighting by rejection sampling, unbiased for the ``ips`` objective up to the constant w_max.
+  The draw is a hash of ``"<session_id>:<clicked_id>"``, so every replay keeps the same pairs.
 
 The ``propensity`` field is the probability that a click on this item, there, could be
 observed: the logging policy's probability of showing it at that position (Open Bandit's
@@ -88,7 +92,7 @@ __all__ = [
 ]
 
 STRATEGIES = ("all", "skipped_above", "next")
-WEIGHTINGS = ("none", "ips", "snips")
+WEIGHTINGS = ("none", "ips", "snips", "ips_sample")
 ORIENTATIONS = ("clicked_left", "hashed")
 
 
@@ -126,7 +130,7 @@ class ClickPairing:
     Parameters
     ----------
     strategy : {"all", "skipped_above", "next"}
-    weighting : {"none", "ips", "snips"}
+    weighting : {"none", "ips", "snips", "ips_sample"}
     clip : float in (0, 1], default 0.01
         Propensities below ``clip`` count as ``clip`` (weights at most 1/clip).
     examination : tuple of float, optional
@@ -253,7 +257,12 @@ class SessionExpander:
             w = 1.0
             if cfg.weighting != "none":
                 w = self.ips_weight(sa, pos[a])
-                if cfg.weighting == "snips":
+                if cfg.weighting == "ips_sample":
+                    u = (zlib.crc32(f"{session_id}:{sa['id']}".encode("utf-8")) + 0.5) / 2.0 ** 32
+                    if u >= w * cfg.clip:
+                        continue
+                    w = 1.0
+                elif cfg.weighting == "snips":
                     self._w_sum += w
                     self._w_n += 1
                     w = w / (self._w_sum / self._w_n)

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError
+from stream import clickeval
 
 __all__ = ["DemoError", "MetricsScraper", "default_model_params", "rebuild_report", "run_demo"]
 
@@ -568,6 +569,7 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
             "state_dir": str(Path(tmp.name) / "state"),
             "log_level": "WARNING",
         }
+        values.update(clickeval.demo_settings(ds))  # click_* settings for click logs (stream/clickeval.py)
         for key in ("security_protocol", "sasl_mechanism", "ssl_cafile"):
             if opts.get(key):
                 values[key] = opts[key]
@@ -680,6 +682,9 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         wall = time.monotonic() - t_start
         summary = _summarise(ds.name, models, stream_records, n_pref, n_click, examples, n_items, scraper, records, dead,
                              replay_s - warm_wait, t_learned - t_replay - warm_wait, wall, explain_sample_rate, codes, params)
+        click_log = clickeval.demo_click_summary(ds, _read_topic(topics["models"], opts), models)
+        if click_log is not None:
+            summary["click_log"] = click_log
         if out is not None:
             from stream.report import write_report
 
@@ -882,6 +887,8 @@ def format_summary(s: dict) -> str:
         tops = "; ".join(f"{m}: {', '.join(t)}" for m, t in e["top_features"].items())
         lines.append(f"  {method:27s} {e['count']:5d}  p50 {e['median_latency_ms']:8.1f} ms  "
                      f"v{e['model_versions'][0]}–{e['model_versions'][1]}  top: {tops}")
+    if s.get("click_log"):
+        lines += clickeval.format_click_summary(s["click_log"])
     lines.append(f"wall time            {s['wall_s']} s")
     if s.get("report"):
         lines.append(f"report               {s['report']}")

@@ -133,7 +133,9 @@ class Settings:
     click_pairs: str = _f("all", "Pair strategy for click sessions: all (clicked ≻ every non-clicked shown item), "
                           "skipped_above (Joachims 2002) or next (stream/clicklog.py).", "str")
     click_weighting: str = _f("none", "Click-pair weights: none, ips (1/propensity, or 1/examination of the position "
-                              "when propensities are absent) or snips (ips self-normalised by its running mean).", "str")
+                              "when propensities are absent), snips (ips self-normalised by its running mean) or "
+                              "ips_sample (keep pairs with probability clip/propensity, weight 1: for learners that "
+                              "ignore weights).", "str")
     click_propensity_clip: float = _f(0.01, "Propensities below this count as this (IPS weights ≤ 1/clip).", "float",
                                       lo=0, hi=1, lo_open=True)
     click_examination: str | None = _f(None, "Examination probability per position, top first, e.g. '1,0.6,0.4': "

@@ -277,7 +277,7 @@ def test_learned_ranking_beats_the_logging_policy_off_policy():
     for policy in ("ranked", "top_k_uniform"):
         est = s["off_policy"][policy]
         assert est["ips"]["lo"] <= est["ips"]["value"] <= est["ips"]["hi"] and est["ips"]["matched"] > 100
-    assert len(format_click_summary(s)) == 5
+    assert len(format_click_summary(s)) == 6
 
 
 # ---------------------------------------------------------------- semi-synthetic protocol
@@ -302,3 +302,50 @@ def test_ips_pairs_recover_the_truth_better_than_naive_pairs():
         taus[name] = kendall_tau(catalog_scores(m, X, sim.feature_names), truth)
     assert taus["ips"] > taus["naive"] + 0.03, taus
     assert ndcg_at_k(truth, sim.relevance, 3) == pytest.approx(1.0)
+
+
+def test_replay_reads_an_obd_csv_as_sessions():
+    from stream.adapters import BUNDLED_DIR
+    from stream.replay import iter_records
+
+    recs = [r for _, r in iter_records(BUNDLED_DIR / "open_bandit_dataset_sample" / "random_all" / "all.csv.gz", "click")]
+    assert sum(len(r["clicked"]) for r in recs) >= 37
+    assert all({"position", "propensity", "features"} <= set(s) for r in recs for s in r["shown"])
+    assert {s["propensity"] for r in recs for s in r["shown"]} == {0.0125}
+
+
+def test_ips_sample_keeps_pairs_with_probability_clip_over_propensity():
+    page = slots(("a", 1, 1.0), ("b", 2, 0.5), ("c", 3, 0.25))
+    ex = SessionExpander(ClickPairing(weighting="ips_sample", clip=0.25))
+    kept = {"a": 0, "b": 0, "c": 0}
+    n = 4000
+    for t in range(n):
+        for c in "abc":
+            got = parse_click_session(raw(page, [c], session_id=f"s{t}"), expander=ex)
+            assert all(p.weight == 1.0 for p in got)
+            kept[c] += bool(got)
+    for c, q in (("a", 0.25), ("b", 0.5), ("c", 1.0)):
+        assert abs(kept[c] / n - q) < 4 * math.sqrt(q * (1 - q) / n) + 1e-9, kept
+    again = SessionExpander(ClickPairing(weighting="ips_sample", clip=0.25))
+    assert bool(parse_click_session(raw(page, ["a"], session_id="s7"), expander=again)) == \
+        bool(parse_click_session(raw(page, ["a"], session_id="s7"), expander=ex))
+
+
+def test_demo_click_summary_reads_the_run_snapshots():
+    from learners.linear import LinearBT
+    from stream.adapters.clicks import load_open_bandit
+    from stream.clickeval import click_log_html, demo_click_summary, demo_settings
+    from stream.contract import encode_snapshot
+
+    log = load_open_bandit(samples="random")
+    assert demo_settings(log) == {"click_weighting": "snips", "click_orientation": "hashed"}
+    parts = []
+    for k, recs in enumerate((list(log.click_sessions())[::2], list(log.click_sessions())[1::2])):
+        m = LinearBT()
+        for r in recs:
+            for e in parse_click_session(json.dumps(r).encode()):
+                m.learn_one(e.left, e.right, e.outcome, None, e.weight)
+        parts.append((f"linear-bt@clicks:{k}".encode(), encode_snapshot("linear-bt", 1, m.n_learned, m.state_dict())))
+    s = demo_click_summary(log, parts + [(b"gpm@clicks:0", None)], ["gpm", "linear-bt"])
+    assert s["model"] == "linear-bt" and s["in_sample"] and set(s["off_policy"]) == {"ranked", "top_k_uniform"}
+    assert "Click log" in click_log_html(s) and demo_click_summary(object(), parts, ["linear-bt"]) is None
