@@ -27,7 +27,11 @@ Last line::
 
     sessions=… pairs=… sessions_per_s=… tau_naive=… tau_ips=… tau_oracle=… ndcg3_ips=…
 
-Reproduce: ``python bench/clicklog.py --sessions 20000 --obd`` (broker on 127.0.0.1:9092).
+With ``--gpm`` the same three runs for the refitting GPM (which ignores example weights, so its
+IPS run uses ``click_weighting=ips_sample``: pairs kept with probability 0.2/θ_j); the GPM is
+scored after one final refit on the window (last 6,000 pairs) of the worker's snapshot.
+
+Reproduce: ``python bench/clicklog.py --sessions 20000 --obd --gpm`` (broker on 127.0.0.1:9092).
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 LOGGING_WEIGHTS = [0.0, 0.0, 0.0, 1.0, 1.0]  # the production ranker: income + international
+MODEL_PARAMS = {"linear-bt": {"learning_rate": 0.05},
+                "capacity": {"scaler": "minmax", "constraints": ["monotone"]},
+                # the GPM refits on a sliding window; one refit per 2,000 pairs, the last on the final window
+                "gpm": {"refit_every": 2000, "min_train": 200, "window_size": 6000, "window": "sliding", "drift": False}}
 
 
 def _free_port() -> int:
@@ -93,7 +101,7 @@ def run_worker(bootstrap: str, model: str, items: list[dict], records: list[dict
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PREFSTREAM_BOOTSTRAP_SERVERS=bootstrap,
                PREFSTREAM_CONSUMER_GROUP=f"bench-clicklog-{u}", PREFSTREAM_STATE_DIR=f"/tmp/prefstream-bench-{u}",
                PREFSTREAM_SNAPSHOT_EVERY_EVENTS="100000", PREFSTREAM_SNAPSHOT_EVERY_SECONDS="1.0",
-               PREFSTREAM_MODEL_PARAMS=json.dumps({"linear-bt": {"learning_rate": 0.05}}),
+               PREFSTREAM_MODEL_PARAMS=json.dumps(MODEL_PARAMS),
                **{f"PREFSTREAM_TOPIC_{k.upper()}": v for k, v in topics.items()}, **env_extra)
     log = open(f"/tmp/prefstream-bench-clicklog-{u}.log", "w")
     worker = subprocess.Popen([sys.executable, "-m", "stream", "worker", "learn", "--models", model,
@@ -156,6 +164,11 @@ def run_worker(bootstrap: str, model: str, items: list[dict], records: list[dict
         raise SystemExit(f"the worker did not learn {expected_learned} pairs in {timeout:.0f} s; see {log.name}")
     clean, _info = split_stream_meta(snap["state"])
     learner = registry.get_model(model).loader(clean)
+    if hasattr(learner, "refit"):
+        # The worker refits in the background only when an event arrives, so its last refit may
+        # predate the last pairs: refit once on the snapshot's window (the last window_size pairs
+        # the worker learned) before scoring.
+        learner.refit()
     span = (t_done - t_first) if (t_done and t_first) else float("nan")
     rate = (n - first) / span if span == span and span > 0 else float("nan")
     return {"learner": learner, "rate": rate, "learned": int(snap["training_count"]), "dead_letters": int(dead)}
@@ -199,6 +212,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--obd", action="store_true", help="also the Open Bandit figures")
+    ap.add_argument("--gpm", action="store_true", help="also the refitting GPM (naive, ips_sample, oracle)")
     ap.add_argument("--out", default=None, help="write clicklog.json here")
     ap.add_argument("--data-dir", default=None)
     args = ap.parse_args(argv)
@@ -218,21 +232,37 @@ def main(argv=None) -> int:
     n_pairs = len(oracle)
     print(f"simulated {len(sessions)} sessions, {sum(len(s['clicked']) for s in sessions)} clicks, {n_pairs} pairs "
           f"(clicked ≻ other shown)", flush=True)
-    runs = {
-        "naive": ("click", sessions, {"PREFSTREAM_CLICK_WEIGHTING": "none"}),
-        "ips": ("click", sessions, {"PREFSTREAM_CLICK_WEIGHTING": "snips"}),
-        "oracle": ("preference", oracle, {}),
-    }
-    res = {}
-    for name, (kind, recs, extra) in runs.items():
-        r = run_worker(args.bootstrap, args.model, items, recs, kind, extra, n_pairs, args.timeout)
+    from stream.clicklog import ClickPairing, SessionExpander
+
+    def n_learned(weighting: str, clip: float) -> int:
+        ex = SessionExpander(ClickPairing(weighting=weighting, clip=clip))
+        return sum(len(ex.plan(s["session_id"], s["shown"], set(s["clicked"]))) for s in sessions)
+
+    feats = ",".join(cat.feature_names)
+    plans = [(args.model, "naive", "click", sessions, {"PREFSTREAM_CLICK_WEIGHTING": "none"}, n_pairs),
+             (args.model, "ips", "click", sessions, {"PREFSTREAM_CLICK_WEIGHTING": "snips"}, n_pairs),
+             (args.model, "oracle", "preference", oracle, {}, n_pairs)]
+    if args.gpm:  # the refitting GPM ignores weights: IPS by rejection sampling (click_weighting=ips_sample)
+        g = {"PREFSTREAM_FEATURE_NAMES": feats}
+        plans += [("gpm", "naive", "click", sessions, {**g, "PREFSTREAM_CLICK_WEIGHTING": "none"}, n_pairs),
+                  ("gpm", "ips_sample", "click", sessions, {**g, "PREFSTREAM_CLICK_WEIGHTING": "ips_sample",
+                                                            "PREFSTREAM_CLICK_PROPENSITY_CLIP": "0.2"},
+                   n_learned("ips_sample", 0.2)),
+                  ("gpm", "oracle", "preference", oracle, g, n_pairs)]
+    res: dict = {}
+    for model, name, kind, recs, extra, expected in plans:
+        extra = {"PREFSTREAM_FEATURE_NAMES": feats, **extra}
+        r = run_worker(args.bootstrap, model, items, recs, kind, extra, expected, args.timeout)
         s = catalog_scores(r["learner"], X, cat.feature_names)
-        res[name] = {"tau": kendall_tau(s, truth), "ndcg3": ndcg_at_k(s, sim.relevance, 3), "rate": r["rate"],
-                     "learned": r["learned"], "dead_letters": r["dead_letters"], "load": os.getloadavg()[0]}
-        print(f"{name:<7} learned={r['learned']} tau={res[name]['tau']:.4f} ndcg3={res[name]['ndcg3']:.4f} "
+        res.setdefault(model, {})[name] = {
+            "tau": kendall_tau(s, truth), "ndcg3": ndcg_at_k(s, sim.relevance, 3), "rate": r["rate"],
+            "learned": r["learned"], "dead_letters": r["dead_letters"], "load": os.getloadavg()[0]}
+        e = res[model][name]
+        print(f"{model:<9} {name:<10} learned={r['learned']} tau={e['tau']:.4f} ndcg3={e['ndcg3']:.4f} "
               f"{'sessions' if kind == 'click' else 'events'}_per_s={r['rate']:.1f} dead_letters={r['dead_letters']} "
-              f"load1={res[name]['load']:.2f}", flush=True)
+              f"load1={e['load']:.2f}", flush=True)
     summary = {"sessions": len(sessions), "pairs": n_pairs, "runs": res, "model": args.model}
+    res = res[args.model]
     if args.obd:
         obd = obd_part()
         summary["open_bandit"] = obd
