@@ -32,12 +32,13 @@ the first failing one decides the reason:
    …); when several errors are present the first in that order wins;
 7. checks JSON Schema cannot express: ``non_finite`` (numbers that overflow to ±inf, such as
    ``1e400``), ``schema_violation`` (left and right with different feature names, an
-   unparseable ISO timestamp, clicked items not among the shown ones, duplicate shown ids);
+   unparseable ISO timestamp, clicked items not among the shown ones, duplicate shown ids,
+   a ``position`` given for only some shown items — :func:`stream.clicklog.slot_problem`);
 8. ``unknown_item`` — an item referenced by id that the item catalog does not hold.
 
 Speed: validating a dict with :mod:`jsonschema` costs ~200 µs, too slow for the per-event path.
-:func:`parse_preference` therefore first runs a hand-written check that accepts a strict subset
-of what the schema accepts (tested against :mod:`jsonschema` on valid and mutated events in
+:func:`parse_preference` (and :func:`parse_click_session`) therefore first runs a hand-written
+check that accepts a strict subset of what the schema accepts (tested against :mod:`jsonschema` on valid and mutated events in
 ``tests/test_contract.py``); only messages it does not accept go through the compiled
 :mod:`jsonschema` validator, which then decides the reason. The valid path costs a few µs plus
 ``json.loads``.

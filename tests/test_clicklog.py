@@ -349,3 +349,27 @@ def test_demo_click_summary_reads_the_run_snapshots():
     s = demo_click_summary(log, parts + [(b"gpm@clicks:0", None)], ["gpm", "linear-bt"])
     assert s["model"] == "linear-bt" and s["in_sample"] and set(s["off_policy"]) == {"ranked", "top_k_uniform"}
     assert "Click log" in click_log_html(s) and demo_click_summary(object(), parts, ["linear-bt"]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(2, 7), data=st.data())
+def test_strategy_invariants(n, data):
+    """skipped_above and next pick subsets of all; all gives k·(n−k) pairs; winners are clicked, losers not."""
+    positions = data.draw(st.lists(st.integers(1, 5), min_size=n, max_size=n))
+    props = data.draw(st.lists(st.floats(0.05, 1.0), min_size=n, max_size=n))
+    shown = [{"id": f"i{j}", "position": p, "propensity": q} for j, (p, q) in enumerate(zip(positions, props))]
+    clicked = set(data.draw(st.lists(st.sampled_from([s["id"] for s in shown]), max_size=n, unique=True)))
+    plans = {s: SessionExpander(ClickPairing(strategy=s, weighting="ips", clip=0.1)).plan("s", shown, clicked)
+             for s in ("all", "skipped_above", "next")}
+    k = len(clicked)
+    assert len(plans["all"]) == (k * (n - k) if 0 < k < n else 0)
+    full = {(a, b) for a, b, _, _ in plans["all"]}
+    for s in ("skipped_above", "next"):
+        assert {(a, b) for a, b, _, _ in plans[s]} <= full
+    for a, b, w, swap in plans["all"]:
+        assert shown[a]["id"] in clicked and shown[b]["id"] not in clicked and not swap
+        assert w == pytest.approx(1 / max(props[a], 0.1)) and 1.0 <= w <= 10.0
+    for a, b, _, _ in plans["skipped_above"]:
+        assert positions[b] < positions[a]
+    for a, b, _, _ in plans["next"]:
+        assert positions[b] == positions[a] + 1
