@@ -12,7 +12,9 @@ user-feature tuple with less than ``gap_s`` seconds between them, at most ``max_
 per session (our rule, documented here). An item shown twice in a session keeps one entry —
 the clicked impression if any, else the first — with that impression's ``position`` and
 ``propensity``. Each session becomes a click-session record; :mod:`stream.clicklog` turns it
-into (weighted) pairs.
+into (weighted) pairs. Because a session's impressions come from different rounds, its positions
+do not form one ranked list: ``click_pairs=all`` is the strategy that fits these logs
+(``skipped_above`` / ``next`` compare positions across rounds).
 
 Items are ``"<campaign>-<item_id>"`` (the campaigns have their own item sets; a campaign's items
 are the same under both policies). Item features: ``item_feature_0`` (numeric) and a one-hot of
