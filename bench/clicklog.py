@@ -12,6 +12,9 @@ times, each on fresh topics:
 * ``naive``  — click sessions, ``click_weighting=none``;
 * ``ips``    — the same click sessions, ``click_weighting=snips`` (IPS with the examination
   propensities the sessions carry, self-normalised);
+* ``ips_em`` — the sessions without their propensities, ``click_weighting=snips`` with
+  ``click_examination`` estimated from the clicks alone by EM for the position-based model
+  (:func:`stream.clicklog.estimate_examination_em`; Wang et al. 2018, §4);
 * ``oracle`` — preference events: the same item pairs labelled by the truth.
 
 The learned catalog ranking (from the worker's final snapshot) is compared with the truth by
@@ -238,9 +241,19 @@ def main(argv=None) -> int:
         ex = SessionExpander(ClickPairing(weighting=weighting, clip=clip))
         return sum(len(ex.plan(s["session_id"], s["shown"], set(s["clicked"]))) for s in sessions)
 
+    from stream.clicklog import estimate_examination_em
+
+    # the same sessions without propensities: IPS with examination estimated by EM from the clicks
+    bare = [{**s, "shown": [{k: v for k, v in slot.items() if k != "propensity"} for slot in s["shown"]]}
+            for s in sessions]
+    theta_em = estimate_examination_em(bare, n_iter=300)
+    print("examination by EM (no propensities): " + ", ".join(f"{t:.3f}" for t in theta_em)
+          + "  (true: " + ", ".join(f"{t:.3f}" for t in sim.theta) + ")", flush=True)
     feats = ",".join(cat.feature_names)
     plans = [(args.model, "naive", "click", sessions, {"PREFSTREAM_CLICK_WEIGHTING": "none"}, n_pairs),
              (args.model, "ips", "click", sessions, {"PREFSTREAM_CLICK_WEIGHTING": "snips"}, n_pairs),
+             (args.model, "ips_em", "click", bare, {"PREFSTREAM_CLICK_WEIGHTING": "snips",
+                                                    "PREFSTREAM_CLICK_EXAMINATION": ",".join(map(str, theta_em))}, n_pairs),
              (args.model, "oracle", "preference", oracle, {}, n_pairs)]
     if args.gpm:  # the refitting GPM ignores weights: IPS by rejection sampling (click_weighting=ips_sample)
         g = {"PREFSTREAM_FEATURE_NAMES": feats}

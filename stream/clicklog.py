@@ -86,6 +86,7 @@ __all__ = [
     "ClickPairing",
     "SessionExpander",
     "ctr_by_position",
+    "estimate_examination_em",
     "examination_from_ctr",
     "parse_examination",
     "slot_problem",
@@ -328,3 +329,69 @@ def examination_from_ctr(ctr: Mapping[int, Mapping[str, float]]) -> tuple[float,
     if top <= 0:
         raise InvalidParameterError("examination_from_ctr needs at least one click; got a CTR of 0 at every position.")
     return tuple(max(ctr[p]["ctr"] / top, 1e-6) for p in ps)
+
+
+def estimate_examination_em(sessions, n_iter: int = 100, tol: float = 1e-6) -> tuple[float, ...]:
+    """Examination θ per position by EM for the position-based click model, from clicks alone.
+
+    The position-based model says P(click on d at position k) = θ_k · γ_d. Treating examination
+    and relevance as latent, EM alternates (Wang et al. 2018, §4, with one relevance parameter
+    per item instead of their regression; Chuklin, Markov & de Rijke 2015, §4.1): for a skipped
+    impression, P(examined | no click) = θ_k (1 − γ_d) / (1 − θ_k γ_d) and P(relevant | no click)
+    = (1 − θ_k) γ_d / (1 − θ_k γ_d); then θ_k and γ_d are the means of [click + (1 − click) ·
+    posterior] over their impressions. θ is identified when the logging policy shows items at
+    several positions (any randomised ranker); the result is scaled so that max θ = 1 (IPS
+    weights only need ratios, and ``snips`` removes the scale anyway).
+
+    Parameters
+    ----------
+    sessions : iterable of dict
+        Click sessions with ``shown`` (``id``, ``position``) and ``clicked``.
+    n_iter : int, default 100
+    tol : float
+        Stop when θ moves less than this.
+
+    Returns
+    -------
+    tuple of float
+        θ for positions 1..max position (positions never logged get the next lower one's value).
+
+    Examples
+    --------
+    >>> s = [{"shown": [{"id": "a", "position": 1}, {"id": "b", "position": 2}], "clicked": ["a"]},
+    ...      {"shown": [{"id": "b", "position": 1}, {"id": "a", "position": 2}], "clicked": ["b"]}]
+    >>> estimate_examination_em(s)[0]
+    1.0
+    """
+    items: dict[str, int] = {}
+    pos, item, click = [], [], []
+    for sess in sessions:
+        clicked = set(sess["clicked"])
+        for j, slot in enumerate(sess["shown"]):
+            pos.append(int(slot.get("position", j + 1)) - 1)
+            item.append(items.setdefault(slot["id"], len(items)))
+            click.append(1.0 if slot["id"] in clicked else 0.0)
+    if not click or sum(click) == 0:
+        raise InvalidParameterError("estimate_examination_em needs sessions with at least one click.")
+    pos_a, item_a, c = np.array(pos), np.array(item), np.array(click)
+    K, n_items = int(pos_a.max()) + 1, len(items)
+    n_k = np.maximum(np.bincount(pos_a, minlength=K), 1)
+    n_d = np.maximum(np.bincount(item_a, minlength=n_items), 1)
+    theta = np.full(K, 0.5)
+    gamma = np.full(n_items, 0.5)
+    for _ in range(n_iter):
+        t, g = theta[pos_a], gamma[item_a]
+        den = np.maximum(1.0 - t * g, 1e-12)
+        e_post = c + (1 - c) * t * (1 - g) / den
+        r_post = c + (1 - c) * (1 - t) * g / den
+        new_theta = np.clip(np.bincount(pos_a, e_post, minlength=K) / n_k, 1e-6, 1.0)
+        gamma = np.clip(np.bincount(item_a, r_post, minlength=n_items) / n_d, 1e-6, 1.0 - 1e-6)
+        done = np.max(np.abs(new_theta - theta)) < tol
+        theta = new_theta
+        if done:
+            break
+    seen = np.bincount(pos_a, minlength=K) > 0
+    for k in range(1, K):
+        if not seen[k]:
+            theta[k] = theta[k - 1]
+    return tuple(float(v) for v in theta / theta.max())
