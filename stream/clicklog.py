@@ -28,7 +28,9 @@ Weights (multiplied into the session ``weight`` of every pair of a clicked item 
   & Schnabel 2017, eq. 6: the propensity-weighted empirical risk is unbiased for the
   full-information risk whenever ρ > 0). ρ_c is the session's ``propensity`` of *c* when given,
   else the position-bias (examination) estimate θ of its position from ``click_examination``
-  (Wang et al. 2018), else 1 (counted as ``unweighted`` by :class:`SessionExpander`);
+  (estimated by :func:`estimate_examination_em` or, under a uniformly random logging policy,
+  :func:`examination_from_ctr`; Wang et al. 2018), else 1 (counted as ``unweighted`` by
+  :class:`SessionExpander`);
 * ``snips`` — the ``ips`` weight divided by the running mean of the ``ips`` weights this expander
   has produced (the self-normalised estimator of Swaminathan & Joachims 2015, §4, in streaming
   form). The normaliser is the mean over the messages this process saw, so a restarted worker
