@@ -160,6 +160,7 @@ def run_worker(bootstrap: str, model: str, items: list[dict], records: list[dict
 
             a = KafkaAdminClient(**opts)
             a.delete_topics(list(topics.values()))
+            a.delete_topics([f"bench-clicklog-{u}-__assignor-__leader"])  # Faust's assignor topic of the group
             a.close()
         except Exception:  # noqa: BLE001
             pass
