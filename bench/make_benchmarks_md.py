@@ -23,6 +23,7 @@ ORDER = [
     ("sharp", "ShaRP vs xai-sharp (paper 001)", "bench/sharp_vs_xai_sharp.py"),
     ("distributional", "Distributional values: closed form vs Monte Carlo (paper 003)", "bench/distributional.py"),
     ("mainjob", "The main job on the Pokémon stream", "bench/mainjob.py"),
+    ("clicklog", "Counterfactual learning from click logs: naive vs IPS vs oracle; Open Bandit off-policy", "bench/clicklog.py"),
 ]
 
 

@@ -32,12 +32,13 @@ the first failing one decides the reason:
    …); when several errors are present the first in that order wins;
 7. checks JSON Schema cannot express: ``non_finite`` (numbers that overflow to ±inf, such as
    ``1e400``), ``schema_violation`` (left and right with different feature names, an
-   unparseable ISO timestamp, clicked items not among the shown ones, duplicate shown ids);
+   unparseable ISO timestamp, clicked items not among the shown ones, duplicate shown ids,
+   a ``position`` given for only some shown items — :func:`stream.clicklog.slot_problem`);
 8. ``unknown_item`` — an item referenced by id that the item catalog does not hold.
 
 Speed: validating a dict with :mod:`jsonschema` costs ~200 µs, too slow for the per-event path.
-:func:`parse_preference` therefore first runs a hand-written check that accepts a strict subset
-of what the schema accepts (tested against :mod:`jsonschema` on valid and mutated events in
+:func:`parse_preference` (and :func:`parse_click_session`) therefore first runs a hand-written
+check that accepts a strict subset of what the schema accepts (tested against :mod:`jsonschema` on valid and mutated events in
 ``tests/test_contract.py``); only messages it does not accept go through the compiled
 :mod:`jsonschema` validator, which then decides the reason. The valid path costs a few µs plus
 ``json.loads``.
@@ -58,6 +59,7 @@ from jsonschema import Draft202012Validator
 
 from learners.exceptions import InvalidInputError, SnapshotError
 from learners.state import dump_state, load_state
+from stream import clicklog
 
 __all__ = [
     "DEAD_LETTER_REASONS",
@@ -629,9 +631,58 @@ def validate_record(kind: str, doc: Any) -> None:
 
 
 # ---------------------------------------------------------------- click sessions
+_CLICK_KEYS = frozenset(("schema_version", "session_id", "user_id", "timestamp", "shown", "clicked", "context", "weight"))
+_SLOT_KEYS = frozenset(("id", "features", "position", "propensity"))
+
+
+def _fast_click_ok(d: dict) -> bool:
+    """A strict subset of click_session.v1.json (tested against jsonschema)."""
+    if not (d.keys() <= _CLICK_KEYS) or type(d.get("schema_version")) is not int or d["schema_version"] != 1:
+        return False
+    sid = d.get("session_id")
+    if type(sid) is not str or not sid or len(sid) > 512:
+        return False
+    if "user_id" in d and (type(d["user_id"]) is not str or len(d["user_id"]) > 512):
+        return False
+    ts = d.get("timestamp")
+    if type(ts) is str:
+        if not 10 <= len(ts) <= 64:
+            return False
+    elif (type(ts) is not float and type(ts) is not int) or not ts >= 0:
+        return False
+    shown, clicked = d.get("shown"), d.get("clicked")
+    if type(shown) is not list or not shown or type(clicked) is not list:
+        return False
+    for s in shown:
+        if type(s) is not dict or not (s.keys() <= _SLOT_KEYS):
+            return False
+        i = s.get("id")
+        if type(i) is not str or not i or len(i) > 512 or ("features" in s and not _fast_numdict(s["features"], True)):
+            return False
+        if "position" in s and (type(s["position"]) is not int or not 1 <= s["position"] <= 10000):
+            return False
+        if "propensity" in s:
+            q = s["propensity"]
+            if (type(q) is not float and type(q) is not int) or not 0 < q <= 1:
+                return False
+    for c in clicked:
+        if type(c) is not str or not c or len(c) > 512:
+            return False
+    if len(set(clicked)) != len(clicked):
+        return False
+    if "context" in d and not _fast_numdict(d["context"], False):
+        return False
+    if "weight" in d:
+        w = d["weight"]
+        if (type(w) is not float and type(w) is not int) or not w > 0:
+            return False
+    return True
+
+
 def _click_structure(d: dict):
     """Schema + cross-field checks of a click session; returns its parts."""
-    _schema_check("click_session", d)
+    if not _fast_click_ok(d):
+        _schema_check("click_session", d)
     sid = d["session_id"]
     ts = _timestamp(d["timestamp"])
     shown = d["shown"]
@@ -643,6 +694,9 @@ def _click_structure(d: dict):
     missing = [c for c in d["clicked"] if c not in id_set]
     if missing:
         raise DeadLetter("schema_violation", f"Session {sid!r}: clicked items {missing[:5]} are not among the shown items.")
+    problem = clicklog.slot_problem(shown)  # position / propensity cross-field checks
+    if problem:
+        raise DeadLetter("schema_violation", f"Session {sid!r}: {problem}")
     for j, s in enumerate(shown):
         if "features" in s:
             _features(s["features"], f"shown[{j}].features")
@@ -655,8 +709,14 @@ def _click_structure(d: dict):
 
 
 def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
-                        max_bytes: int = _DEFAULT_MAX_BYTES) -> list[PreferenceExample]:
+                        max_bytes: int = _DEFAULT_MAX_BYTES,
+                        expander: "clicklog.SessionExpander | None" = None) -> list[PreferenceExample]:
     """Parse a click session and expand it into preference pairs clicked ≻ shown-but-not-clicked.
+
+    ``expander`` (a :class:`stream.clicklog.SessionExpander`, built from the ``click_*``
+    settings) chooses other pair strategies (clicked ≻ skipped-above, clicked ≻ next), inverse
+    propensity weights and the pair orientation; the default below is its ``all`` strategy,
+    unweighted, clicked item on the left.
 
     A session that shows ``n`` distinct items of which ``k`` were clicked becomes ``k·(n−k)``
     examples with outcome +1 (the clicked item on the left); clicked items do not play each other,
@@ -672,12 +732,14 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
     catalog : ItemCatalog, optional
         Resolves shown items without inline features.
     max_bytes : int, default 1 MiB
+    expander : stream.clicklog.SessionExpander, optional
 
     Returns
     -------
     list of PreferenceExample
-        ``event_id = f"{session_id}:{clicked_id}>{other_id}"``; the session timestamp, weight and a
-        copy of the user context on every pair; ``left_id``/``right_id`` set.
+        ``event_id = f"{session_id}:{clicked_id}>{other_id}"``; the session timestamp, weight
+        (times the expander's IPS weight) and a copy of the user context on every pair;
+        ``left_id``/``right_id`` set.
 
     Raises
     ------
@@ -688,22 +750,23 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
     """
     d = _check_object_and_version(_decode(raw, max_bytes), "click session")
     sid, ts, shown, ids, clicked, ctx, w = _click_structure(d)
-    if not clicked or len(clicked) == len(ids):
+    plan = (expander or _DEFAULT_EXPANDER).plan(sid, shown, clicked)
+    if not plan:
         return []
     feats = [_resolve(s, catalog, f"shown[{j}]")[0] for j, s in enumerate(shown)]
     out = []
-    for a, ia in enumerate(ids):
-        if ia not in clicked:
-            continue
-        for b, ib in enumerate(ids):
-            if ib in clicked:
-                continue
-            _check_same_features(feats[a], feats[b], f"Session {sid!r}, items {ia!r} and {ib!r}: ")
-            out.append(PreferenceExample(
-                event_id=f"{sid}:{ia}>{ib}", timestamp=ts, left=feats[a], right=feats[b], outcome=1,
-                context=None if ctx is None else dict(ctx), weight=w, left_id=ia, right_id=ib,
-            ))
+    for a, b, f, swap in plan:
+        ia, ib = ids[a], ids[b]
+        _check_same_features(feats[a], feats[b], f"Session {sid!r}, items {ia!r} and {ib!r}: ")
+        la, lb = (b, a) if swap else (a, b)
+        out.append(PreferenceExample(
+            event_id=f"{sid}:{ia}>{ib}", timestamp=ts, left=feats[la], right=feats[lb], outcome=-1 if swap else 1,
+            context=None if ctx is None else dict(ctx), weight=w * f, left_id=ids[la], right_id=ids[lb],
+        ))
     return out
+
+
+_DEFAULT_EXPANDER = clicklog.SessionExpander()
 
 
 # --------------------------------------------------------------- explain requests

@@ -24,7 +24,10 @@ CSV (``.csv``, header row required), per ``kind``:
 ``click``
     ``session_id`` (required), ``timestamp`` (optional), ``user_id`` (optional), ``shown`` and
     ``clicked`` (item ids separated by ``|``; items resolved from the item catalog),
-    ``weight`` (optional), ``context.<feature>``.
+    ``weight`` (optional), ``context.<feature>``. An **Open Bandit** CSV (``all.csv``,
+    ``men.csv``, … plain or ``.csv.gz``, with ``item_context.csv`` beside it) is recognised by
+    its columns and read as sessions with ``position`` and ``propensity`` per shown item
+    (:func:`stream.adapters.clicks.obd_session_records`).
 ``item``
     ``item_id`` (required) and one column per feature (names as in the header, any prefix
     ``features.`` stripped). A row whose feature cells are all empty is a delete
@@ -271,6 +274,14 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
     p = Path(path)
     if not p.is_file():
         raise InvalidParameterError(f"Replay file {str(p)!r} does not exist or is not a file.")
+    if kind == "click":
+        from stream.adapters.clicks import is_obd_csv, obd_session_records
+
+        if is_obd_csv(p):  # Open Bandit impressions (.csv or .csv.gz) → sessions with positions and propensities
+            for k, rec in enumerate(obd_session_records(p), start=1):
+                validate_record(kind, rec)
+                yield k, rec, None
+            return
     suffix = p.suffix.lower()
     if suffix not in _JSONL_SUFFIXES + (".csv",):
         raise InvalidParameterError(f"Replay file must end in .csv, .jsonl, .ndjson or .json. Got {p.name!r} instead.")

@@ -230,6 +230,10 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
         _progress_plot(progress, out / "progress.png")
         sections.append("<h2>Learning</h2>" + img("progress.png", "progressive ROC AUC and accuracy over events"))
         n_img += 1
+    if summary.get("click_log"):
+        from stream.clickeval import click_log_html
+
+        sections.append(click_log_html(summary["click_log"]))
     rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_fmt(v)}</td></tr>" for k, v in summary.items()
                    if not isinstance(v, (list, dict)))
     groups = combine_records(records)

@@ -129,6 +129,19 @@ class Settings:
     learner_metrics_port: int = _f(9464, "Default Prometheus port of the learner worker.", "int", lo=0, hi=65535)
     explainer_metrics_port: int = _f(9465, "Default Prometheus port of the explainer worker.", "int", lo=0, hi=65535)
     max_message_bytes: int = _f(1_048_576, "Larger input messages are dead-lettered as oversize.", "int", lo=1)
+    # ------------------------------------------------------------ click sessions → pairs
+    click_pairs: str = _f("all", "Pair strategy for click sessions: all (clicked ≻ every non-clicked shown item), "
+                          "skipped_above (Joachims 2002) or next (stream/clicklog.py).", "str")
+    click_weighting: str = _f("none", "Click-pair weights: none, ips (1/propensity, or 1/examination of the position "
+                              "when propensities are absent), snips (ips self-normalised by its running mean) or "
+                              "ips_sample (keep pairs with probability clip/propensity, weight 1: for learners that "
+                              "ignore weights).", "str")
+    click_propensity_clip: float = _f(0.01, "Propensities below this count as this (IPS weights ≤ 1/clip).", "float",
+                                      lo=0, hi=1, lo_open=True)
+    click_examination: str | None = _f(None, "Examination probability per position, top first, e.g. '1,0.6,0.4': "
+                                       "the IPS propensity of clicks without one.", "opt_str")
+    click_orientation: str = _f("clicked_left", "Pair sides: clicked_left (outcome +1) or hashed (side by a hash of "
+                                "the pair id, outcome ±1, so progressive AUC sees both classes).", "str")
     data_dir: str = _f(None, "Directory of the bundled data sets (PREFSTREAM_DATA_DIR).", "str",
                        factory=default_data_dir)
     state_dir: str = _f(None, "Local worker state (Faust data dir).", "str", factory=_default_state_dir)

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from learners.exceptions import InvalidParameterError
+from stream import clickeval
 from stream.demo.config import default_model_params, default_sample_rate, write_settings_toml
 from stream.demo.errors import DemoError
 from stream.demo.events import demo_stream, session_pairs
@@ -201,6 +202,9 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         summary = summarise(plan.ds.name, plan.models, plan.records, plan.n_pref, plan.n_click, plan.examples, n_items,
                             run.scraper, records, dead, replay_s - warm_wait, t_learned - t_replay - warm_wait,
                             time.monotonic() - t_start, plan.sample_rate, codes, plan.params)
+        click_log = clickeval.demo_click_summary(plan.ds, read_topic(run.topics["models"], run.opts), plan.models)
+        if click_log is not None:
+            summary["click_log"] = click_log
         if out is not None:
             _write_outputs(out, summary, records)
         if verbose:
@@ -316,6 +320,7 @@ def _write_config(run: _Run, boot: str, plan: _Plan, snapshot_every_events: int)
         "state_dir": str(tmp / "state"),
         "log_level": "WARNING",
     }
+    values.update(clickeval.demo_settings(plan.ds))  # click_* settings for click logs (stream/clickeval.py)
     for key in ("security_protocol", "sasl_mechanism", "ssl_cafile"):
         if opts.get(key):
             values[key] = opts[key]

@@ -6,6 +6,8 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from stream import clickeval
+
 __all__ = ["format_summary", "summarise", "top_features"]
 
 
@@ -154,6 +156,8 @@ def format_summary(s: dict) -> str:
         tops = "; ".join(f"{m}: {', '.join(t)}" for m, t in e["top_features"].items())
         lines.append(f"  {method:27s} {e['count']:5d}  p50 {e['median_latency_ms']:8.1f} ms  "
                      f"v{e['model_versions'][0]}–{e['model_versions'][1]}  top: {tops}")
+    if s.get("click_log"):
+        lines += clickeval.format_click_summary(s["click_log"])
     lines.append(f"wall time            {s['wall_s']} s")
     if s.get("report"):
         lines.append(f"report               {s['report']}")

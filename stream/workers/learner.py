@@ -39,6 +39,7 @@ from typing import Any
 
 from learners.exceptions import InvalidInputError, PrefstreamError, SnapshotError
 from stream import registry
+from stream.clicklog import ClickPairing, SessionExpander
 from stream.contract import (
     DeadLetter,
     ItemCatalog,
@@ -149,6 +150,7 @@ class LearnerCore:
         self.models = list(settings.models)
         self.specs = {m: registry.get_model(m) for m in self.models}
         self.catalog = ItemCatalog()
+        self.click_expander = SessionExpander(ClickPairing.from_settings(settings))
         self.sources: dict[str, SourceState] = {}
         self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
         # ROC AUC over the last AUC_WINDOW scored events, exact (rank-based): river's ROCAUC bins
@@ -249,7 +251,8 @@ class LearnerCore:
         out: list[dict] = []
         try:
             if st.kind == "clicks":
-                examples = parse_click_session(value, self.catalog, max_bytes=self.settings.max_message_bytes)
+                examples = parse_click_session(value, self.catalog, max_bytes=self.settings.max_message_bytes,
+                                               expander=self.click_expander)
             else:
                 examples = [parse_preference(value, self.catalog, max_bytes=self.settings.max_message_bytes)]
         except DeadLetter as dl:
