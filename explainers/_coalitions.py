@@ -39,8 +39,10 @@ __all__ = [
     "constrained_wls",
     "exact_shapley",
     "plan_coalitions",
+    "popcount",
     "sample_unique_coalitions",
     "shapley_kernel_weights",
+    "shapley_size_weights",
 ]
 
 #: Largest number of players for which coalitions are sampled as integers (Algorithm 2).
@@ -72,6 +74,38 @@ def coalitions_from_integers(ints, d: int) -> np.ndarray:
     ints = np.asarray(ints, dtype=np.int64).reshape(-1)
     bits = np.arange(d, dtype=np.int64)
     return ((ints[:, None] >> bits[None, :]) & 1).astype(bool)
+
+
+def popcount(codes) -> np.ndarray:
+    """Number of set bits (coalition size) of each non-negative integer code; int64 array.
+
+    Examples
+    --------
+    >>> popcount([0, 5, 7]).tolist()
+    [0, 2, 3]
+    """
+    a = np.asarray(codes, dtype=np.int64).copy()
+    out = np.zeros_like(a)
+    while np.any(a):
+        out += a & 1
+        a >>= 1
+    return out
+
+
+def shapley_size_weights(d: int) -> np.ndarray:
+    """Shapley weight of a coalition by its size: w(s) = s!(d−s−1)!/d! = 1/(d·C(d−1, s)), s = 0..d−1.
+
+    The weight of the marginal contribution ν(S ∪ {j}) − ν(S) of a coalition S ∌ j of size s in the
+    Shapley formula (Hu et al. 2022, Eq. 3); also the per-player coalition distribution of the
+    Shapley value as a semivalue (Franceschi et al. 2024, Eq. 2) and the weight of line 8 of
+    Algorithm 1 in Pliatsika et al. (2024).
+
+    Examples
+    --------
+    >>> shapley_size_weights(3).tolist()
+    [0.3333333333333333, 0.16666666666666666, 0.3333333333333333]
+    """
+    return np.array([1.0 / (d * math.comb(d - 1, s)) for s in range(d)], dtype=np.float64)
 
 
 def all_coalitions(d: int) -> np.ndarray:
@@ -182,10 +216,8 @@ def exact_shapley(values: np.ndarray, d: int) -> np.ndarray:
     if v.shape[0] != 2 ** d:
         raise InvalidInputError(f"exact_shapley needs 2^d = {2 ** d} coalition values; got {v.shape[0]}.")
     codes = np.arange(2 ** d, dtype=np.int64)
-    pop = np.array([bin(int(c)).count("1") for c in codes]) if d <= 12 else \
-        coalitions_from_integers(codes, d).sum(axis=1)
-    fact = [math.factorial(k) for k in range(d + 1)]
-    w = np.array([fact[s] * fact[d - s - 1] / fact[d] if s < d else 0.0 for s in range(d + 1)])
+    pop = popcount(codes)
+    w = np.append(shapley_size_weights(d), 0.0)
     phi = np.empty((v.shape[1], d))
     for j in range(d):
         without = codes[((codes >> j) & 1) == 0]
