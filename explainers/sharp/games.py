@@ -1,0 +1,97 @@
+"""The coalition games of ShaRP: the QoI of hybrids of an item and reference rows, for many coalitions.
+
+Pliatsika, Fonseca, Akhynko, Shevchenko & Stoyanovich (2024), *ShaRP: Explaining Rankings and
+Preferences with Shapley Values*, Section 3 (marginal feature removal) and Algorithm 1 (lines 4–7).
+A mixin of :class:`explainers.sharp.SharpExplainer`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explainers.exceptions import BudgetError
+from explainers.sharp.inputs import _call_scores
+
+__all__: list[str] = []
+
+MAX_GAME_VALUES = 1 << 26          # items x coalition values held at once (512 MiB of float64)
+
+
+def _runs(col: np.ndarray) -> list[tuple[int, int, bool]]:
+    """Maximal runs ``(start, stop, value)`` of a boolean vector."""
+    cuts = [0] + (np.flatnonzero(col[1:] != col[:-1]) + 1).tolist() + [int(col.size)]
+    return [(a, b, bool(col[a])) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+class _GamesMixin:
+    """Q(S) for coalitions of removed features, scored in vectorised, memory-bounded blocks."""
+
+    def _games(self, v: np.ndarray, s_v: np.ndarray, excl: np.ndarray | None, ref_rows: np.ndarray,
+               inv_k: np.ndarray, zero_col: np.ndarray, q_full: np.ndarray, masks: np.ndarray, qoi: str,
+               k: int | None) -> np.ndarray:
+        """Q(S) for all coalition masks; shape (B, 2^d) (columns not in ``masks`` stay 0).
+
+        ``v`` (B, d); ``ref_rows`` (m, d) shared or (B, m, d). Item ``b`` averages its reference rows
+        with equal weight ``inv_k[b]``, leaving out row ``zero_col[b]`` (``m`` = none: the explained
+        item's own row when it is removed from the reference). ``q_full`` (B,) is ``Q(A)``.
+        """
+        B, d = v.shape
+        full = (1 << d) - 1
+        if B * (1 << d) > MAX_GAME_VALUES:
+            raise BudgetError(f"{B} items x 2^{d} coalition values exceed the budget of {MAX_GAME_VALUES} "
+                              f"game values per call; explain at most {max(1, MAX_GAME_VALUES >> d)} items per call.")
+        Q = np.zeros((B, 1 << d))
+        s_excl = s_v if excl is not None else None
+        Q[:, 0] = self._qoi(s_v, s_excl, qoi, k)
+        Q[:, full] = q_full
+        mid = masks[(masks != 0) & (masks != full)]
+        if mid.size == 0:
+            return Q
+        shared = ref_rows.ndim == 2
+        m = ref_rows.shape[-2]
+        drop = zero_col < m
+        per_item = mid.size * m
+        if per_item <= self.max_rows:
+            blocks = [(b, min(B, b + max(1, self.max_rows // per_item)), 0, mid.size)
+                      for b in range(0, B, max(1, self.max_rows // per_item))]
+        else:
+            step = max(1, self.max_rows // m)
+            blocks = [(b, b + 1, c, min(mid.size, c + step)) for b in range(B) for c in range(0, mid.size, step)]
+        buf = None
+        runs: dict[tuple[int, int], list] = {}
+        for b0, b1, c0, c1 in blocks:
+            if (c0, c1) not in runs:
+                M = self._bits[mid[c0:c1]]                               # (C, d)
+                runs[(c0, c1)] = [_runs(M[:, j]) for j in range(d)]
+            R = ref_rows[None] if shared else ref_rows[b0:b1]            # (B', m, d)
+            # feature-major buffer: every column is written once, in long contiguous runs; the scoring
+            # callable gets its (N, d) transpose (a Fortran-ordered view, no copy)
+            size = d * (b1 - b0) * (c1 - c0) * m
+            if buf is None or buf.size < size:
+                buf = np.empty(size)             # reused by every chunk of this call
+            H = buf[:size].reshape(d, b1 - b0, c1 - c0, m)
+            for j in range(d):                   # Gray-code order: few runs of "from u" / "from v"
+                Hj, Rj, vj = H[j], R[:, None, :, j], v[b0:b1, j, None, None]
+                for a, z, on in runs[(c0, c1)][j]:
+                    Hj[:, a:z, :] = Rj if on else vj
+            s = _call_scores(self.score_fn, H.reshape(d, -1).T).reshape(b1 - b0, c1 - c0, m)
+            rank_counts = qoi == "rank" and self.ties != "average"
+            if rank_counts:
+                # rank = 1 + n - #{catalog <= s} (min) or 1 + n - #{catalog < s} (max), minus the removed
+                # item's own count; averaged as integer sums, no float ranks materialised
+                q = self._counter.count_le(s) if self.ties == "min" else self._counter.count_lt(s)
+                if s_excl is not None:
+                    ex = s_excl[b0:b1, None, None]
+                    q += (ex > s) if self.ties == "min" else (ex >= s)
+                tot = q.sum(axis=-1, dtype=np.int64).astype(np.float64)
+            else:
+                q = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
+                tot = q.sum(axis=-1)
+            dr = drop[b0:b1]
+            if dr.any():                         # take out the explained item's own reference row
+                zc = np.where(dr, zero_col[b0:b1], 0)
+                own = np.take_along_axis(q, np.broadcast_to(zc[:, None, None], (b1 - b0, c1 - c0, 1)), axis=2)[..., 0]
+                tot -= own * dr[:, None]
+            mean = tot * inv_k[b0:b1, None]
+            Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) - mean if rank_counts else mean
+        return Q
