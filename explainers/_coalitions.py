@@ -2,13 +2,13 @@
 
 A *coalition* is a subset S ⊆ Ω = {0, …, d−1} of players, stored as a row of a boolean matrix
 ``Z`` of shape (n_coalitions, d); integer ``i`` encodes the coalition whose bit ``j`` is set when
-player ``j`` is in S (the base-2 map of paper 000, Appendix A, Algorithm 2).
+player ``j`` is in S (the base-2 map of Hu et al. 2022, Appendix A, Algorithm 2).
 
 Given the values ν(S) of a cooperative game on the rows of ``Z`` (for one or many games at once),
 :class:`CoalitionPlan` turns them into Shapley values, either
 
-* **exactly** by the Shapley formula (paper 000, Eq. 3) when all 2^d coalitions are enumerated, or
-* by **Kernel SHAP** regression (Lundberg & Lee 2017; paper 000, Algorithm 1 line 10) on
+* **exactly** by the Shapley formula (Hu et al. 2022, Eq. 3) when all 2^d coalitions are enumerated, or
+* by **Kernel SHAP** regression (Lundberg & Lee 2017; Hu et al. 2022, Algorithm 1 line 10) on
   unique sampled coalitions (Algorithm 2) with the Shapley kernel weights
   w(S) = (d−1) / (C(d,|S|) |S| (d−|S|)), solved as a weighted least-squares problem with a
   Cholesky factorisation (Appendix A, "Stabilizing the Shapley value estimation") and the
@@ -18,8 +18,8 @@ Everything here is model-agnostic numpy; the value functions live with each expl
 
 References
 ----------
-Hu, Chau, Ferrando Huertas, Sejdinovic. *Explaining Preferences with Shapley Values*
-(paper 000), Section 2.2 Eq. 3, Algorithm 1, Appendix A Algorithm 2.
+Hu, Chau, Ferrando Huertas & Sejdinovic (2022). *Explaining Preferences with Shapley Values*,
+Section 2.2 Eq. 3, Algorithm 1, Appendix A Algorithm 2.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _MAX_EXACT_PLAYERS = 24
 
 
 def coalitions_from_integers(ints, d: int) -> np.ndarray:
-    """Base-2 representation of coalition integers (paper 000, Algorithm 2, ``base2``).
+    """Base-2 representation of coalition integers (Hu et al. 2022, Algorithm 2, ``base2``).
 
     Parameters
     ----------
@@ -150,7 +150,7 @@ def shapley_kernel_weights(sizes, d: int) -> np.ndarray:
 
 
 def sample_unique_coalitions(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` distinct coalitions, excluding ∅ and Ω (paper 000, Appendix A, Algorithm 2).
+    """``n`` distinct coalitions, excluding ∅ and Ω (Hu et al. 2022, Appendix A, Algorithm 2).
 
     Integers are drawn without replacement from [1, 2^d − 2] and converted to base 2, so every
     proper non-empty coalition has the same inclusion probability and no pairwise comparison of
@@ -190,7 +190,7 @@ def sample_unique_coalitions(d: int, n: int, rng: np.random.Generator) -> np.nda
 
 
 def exact_shapley(values: np.ndarray, d: int) -> np.ndarray:
-    """Shapley values from the values of all 2^d coalitions (paper 000, Eq. 3).
+    """Shapley values from the values of all 2^d coalitions (Hu et al. 2022, Eq. 3).
 
     φ_j = Σ_{S ⊆ Ω∖{j}} |S|!(d−|S|−1)!/d! · (ν(S ∪ {j}) − ν(S)).
 
@@ -227,7 +227,7 @@ def exact_shapley(values: np.ndarray, d: int) -> np.ndarray:
 
 def constrained_wls(Z: np.ndarray, y: np.ndarray, weights: np.ndarray, total: np.ndarray,
                     jitter: float = 1e-10) -> np.ndarray:
-    """Weighted least squares with the efficiency constraint, by Cholesky (paper 000, Alg. 1 l.10).
+    """Weighted least squares with the efficiency constraint, by Cholesky (Hu et al. 2022, Alg. 1 l.10).
 
     Solves, for each game b,  min_φ Σ_i w_i (y_ib − z_iᵀφ)²  subject to  1ᵀφ = total_b,
     i.e. φ = A⁻¹(b − μ 1) with A = ZᵀWZ, b = ZᵀW y and μ = (1ᵀA⁻¹b − total)/(1ᵀA⁻¹1).

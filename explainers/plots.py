@@ -1,7 +1,7 @@
-"""Plots of :class:`explainers._result.Explanation` objects (bar and beeswarm, paper 000 Figs 2–4).
+"""Plots of :class:`explainers._result.Explanation` objects (bar and beeswarm, Hu et al. 2022 Figs 2–4).
 
 Every function takes an ``Explanation`` (any method: Pref-SHAP, linear, capacity, ShaRP, …),
-imports matplotlib lazily with the ``Agg`` backend, draws on a given ``ax`` or a new figure, and
+imports matplotlib lazily (:mod:`explainers._plotting`), draws on a given ``ax`` or a new figure, and
 returns the ``matplotlib.axes.Axes`` (or the ``Figure`` for :func:`summary`). Computation lives in
 the explainers; these functions only read ``values``, ``data`` and ``feature_names``.
 
@@ -20,17 +20,9 @@ import numpy as np
 
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError
+from explainers._plotting import pyplot as _plt
 
 __all__ = ["bar", "beeswarm", "summary"]
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _check(expl) -> np.ndarray:
@@ -159,7 +151,7 @@ def beeswarm(expl: Explanation, ax=None, max_display: int = 10, title: str | Non
 
 def summary(expl: Explanation, path: str | None = None, max_display: int = 10, title: str | None = None,
             dpi: int = 110):
-    """Bar plot of mean |φ| and beeswarm side by side (the layout of paper 000, Figs 2–4).
+    """Bar plot of mean |φ| and beeswarm side by side (the layout of Hu et al. 2022, Figs 2–4).
 
     Parameters
     ----------

@@ -1,12 +1,12 @@
-"""Distributional values: explanations of probabilistic outputs (paper 003).
+"""Distributional values: explanations of probabilistic outputs (Franceschi et al. 2024).
 
 A preference outcome is a random variable — "left wins" with probability σ(g) — and a click among
 ``k`` shown items is a categorical one. Standard Shapley values explain one scalar of such an output
-(a probability); the *distributional values* of paper 003 (Franceschi et al., *Explaining
+(a probability); the *distributional values* of Franceschi, Donini, Archambeau & Seeger (2024) (*Explaining
 probabilistic models with distributional values*) explain the random outcome itself: with what
 probability does feature ``i`` flip the outcome, and from which class to which.
 
-Building blocks (section / equation of paper 003):
+Building blocks (section / equation of Franceschi et al. 2024):
 
 * **Cooperative stochastic game** (Definition 3.1): ``v(S, ε) = g(x_S, ε)`` with *one* noise ``ε``
   shared by all coalitions (Remark 3.6: without the coupling a null player would look important).

@@ -29,7 +29,7 @@ def _pack_unique(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def distributional_value(game: StochasticGame, structure="shapley", *, method: str = "auto",
                          n_samples: int = 2000, random_state=None, max_exact_players: int = 16,
                          chunk: int = 65536):
-    """Distributional value of every player (paper 003, Definition 3.3, Eq. 5 and Eq. 7).
+    """Distributional value of every player (Franceschi et al. 2024, Definition 3.3, Eq. 5 and Eq. 7).
 
     Marginal contributions are analytic given the shared noise (Sec. 3.1); the remaining average
     over coalitions ``S ~ p^i`` is exact or Monte Carlo.

@@ -20,7 +20,7 @@ __all__ = ["StochasticGame", "table_game"]
 
 # ============================================================================ games
 class StochasticGame:
-    """An ``n``-player cooperative stochastic game with shared noise (paper 003, Definition 3.1).
+    """An ``n``-player cooperative stochastic game with shared noise (Franceschi et al. 2024, Definition 3.1).
 
     Parameters
     ----------

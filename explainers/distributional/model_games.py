@@ -40,7 +40,7 @@ def _as_vector(x, name: str, owner: str, d: int | None = None) -> np.ndarray:
 def masked_inputs(x, reference, coalitions) -> np.ndarray:
     """Baseline/reference removal: features outside the coalition take the reference value.
 
-    ``[x_S]_j = x_j`` if ``j ∈ S`` else ``reference_j`` (paper 003, Eq. 1 with a reference instead
+    ``[x_S]_j = x_j`` if ``j ∈ S`` else ``reference_j`` (Franceschi et al. 2024, Eq. 1 with a reference instead
     of 0; the "reference (background) strategy" of the paper's experiments).
 
     Parameters
@@ -160,10 +160,10 @@ def _expit(x):
 def bernoulli_preference_game(nu: Callable[[np.ndarray], np.ndarray], n_players: int, *, output: str = "margin",
                               feature_names: Sequence[str] | None = None,
                               classes: Sequence[str] = ("right preferred", "left preferred")) -> StochasticGame:
-    """Bernoulli preference game ``v(S) = Ber(σ(ν_S))`` (paper 003 Sec. 3.1 on a preference model).
+    """Bernoulli preference game ``v(S) = Ber(σ(ν_S))`` (Franceschi et al. 2024 Sec. 3.1 on a preference model).
 
     ``ν`` is any coalition value function of a preference margin: the Pref-SHAP value function of a
-    GPM / C-GPM (paper 000), or :func:`pairwise_margin_value_function` around a capacity/UPM margin.
+    GPM / C-GPM (Hu et al. 2022), or :func:`pairwise_margin_value_function` around a capacity/UPM margin.
     The distributional value then says with what probability feature ``i`` flips who is preferred.
 
     Parameters
@@ -216,7 +216,7 @@ def categorical_choice_game(utilities: Callable[[np.ndarray], np.ndarray], items
 
     ``v(S) = Cat(softmax(u(X_S) / τ))`` where ``X_S`` keeps the features in ``S`` of every shown
     item and sets the others to the reference (:func:`masked_inputs`). The players are the ``d``
-    features; the classes are the ``k`` items (paper 003, Sec. 3.1, categorical games).
+    features; the classes are the ``k`` items (Franceschi et al. 2024, Sec. 3.1, categorical games).
 
     Parameters
     ----------

@@ -19,7 +19,7 @@ __all__ = ["DiscreteDistributionalValue", "GaussianDistributionalValue"]
 
 @dataclass
 class DiscreteDistributionalValue:
-    """Distributional value of a Bernoulli or categorical game (paper 003, Eq. 5 and Eq. 7).
+    """Distributional value of a Bernoulli or categorical game (Franceschi et al. 2024, Eq. 5 and Eq. 7).
 
     Attributes
     ----------

@@ -1,6 +1,6 @@
 """Pref-SHAP: Shapley explanations of kernel preference models (GPM, C-GPM, UPM).
 
-Paper 000 (Hu, Chau, Ferrando Huertas, Sejdinovic, *Explaining Preferences with Shapley Values*),
+Hu, Chau, Ferrando Huertas & Sejdinovic (2022), *Explaining Preferences with Shapley Values*,
 Section 3 and Appendix A, with the baselines of Section 4 and Appendix B.
 
 The model explained

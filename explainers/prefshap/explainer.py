@@ -26,7 +26,7 @@ _SOLVERS = ("cholesky", "cg")
 
 
 class PrefSHAP:
-    """Pref-SHAP explainer for a fitted GPM / C-GPM / UPM (paper 000, Section 3, Algorithm 1).
+    """Pref-SHAP explainer for a fitted GPM / C-GPM / UPM (Hu et al. 2022, Section 3, Algorithm 1).
 
     Parameters
     ----------

@@ -1,4 +1,7 @@
-"""ShaRP: Shapley values for rankings and preferences (Pliatsika et al., paper 001).
+"""ShaRP: Shapley values for rankings and preferences.
+
+Pliatsika, Fonseca, Akhynko, Shevchenko & Stoyanovich (2024), *ShaRP: Explaining Rankings and
+Preferences with Shapley Values*.
 
 Explains a *score-based ranker* — any scoring callable ``score_fn(X) -> scores`` plus a catalog
 of items ``X`` of shape ``(n, d)`` — with the quantities of interest (QoIs) of Section 4:
