@@ -100,7 +100,7 @@ class Semivalue(CoalitionStructure):
     Parameters
     ----------
     size_distribution : array_like of shape (n,) or callable ``n -> array``
-        ``p̄(k) = P(|S| = k)`` for ``k = 0..n−1`` (non-negative, sums to one). Paper 003, Eq. 9 /
+        ``p̄(k) = P(|S| = k)`` for ``k = 0..n−1`` (non-negative, sums to one). Franceschi et al. (2024), Eq. 9 /
         Eq. 18 (symmetric coalition structures; Dubey et al. 1981).
 
     Notes
@@ -212,7 +212,7 @@ class Banzhaf(Semivalue):
 class RandomOrderValue(CoalitionStructure):
     """Random-order (group) value: a distribution over permutations; ``S`` = predecessors of ``i``.
 
-    Paper 003, App. C (Weber 1988; asymmetric Shapley values of Frye et al. 2020). Efficient
+    Franceschi et al. (2024), App. C (Weber 1988; asymmetric Shapley values of Frye et al. 2020). Efficient
     (Definition 3.8), so the distributional value is efficient too (Prop. 3.9(iv)).
 
     Parameters
