@@ -7,11 +7,12 @@ Algorithm 3, chunking by memory). Batched CG is :func:`learners.cg.conjugate_gra
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
+from explainers.prefshap.blocks import _BlockBank
 from learners.cg import conjugate_gradient
 from learners.exceptions import BudgetError, InvalidInputError
 
@@ -96,22 +97,13 @@ class _Engine:
                 "or explain fewer duels per call.")
         return cb
 
-    def _factor(self, make_K: Callable[[], torch.Tensor], zb: np.ndarray, key_space) -> torch.Tensor:
-        """Cholesky factors of a chunk of CME matrices, from the cache when all are there."""
-        keys = [(key_space, row.tobytes()) for row in zb]
-        if keys and all(k in self.cache for k in keys):
-            return torch.stack([self.cache[k] for k in keys])
-        L, info = torch.linalg.cholesky_ex(make_K())
+    def _factor(self, K: torch.Tensor) -> torch.Tensor:
+        """Cholesky factors of a chunk of CME matrices."""
+        L, info = torch.linalg.cholesky_ex(K)
         if bool((info != 0).any()):
             raise InvalidInputError(
                 f"CME kernel matrix is not positive definite; increase cme_reg (now {self.reg}) "
                 "or remove duplicate reference items.")
-        used = sum(v.numel() * v.element_size() for v in self.cache.values())
-        for k, Lk in zip(keys, L):
-            if used + Lk.numel() * Lk.element_size() > self.cache_bytes:
-                break
-            self.cache[k] = Lk.clone()
-            used += Lk.numel() * Lk.element_size()
         return L
 
     def gammas(self, space: _Space, masks: np.ndarray, extra_per_coalition: float = 0.0, key_space="items"):
@@ -125,6 +117,11 @@ class _Engine:
             K_full.diagonal().add_(n * self.reg)
             precond = torch.linalg.cholesky(K_full)
         route_items = T <= Mu
+        bank = None
+        if self.solver == "cholesky" and self.cache_bytes > 0:
+            bank = self.cache.get(key_space)
+            if bank is None:
+                bank = self.cache[key_space] = _BlockBank(self.cache_bytes)
         for start in range(0, masks.shape[0], cb):
             sl = slice(start, min(start + cb, masks.shape[0]))
             zb = masks[sl]
@@ -132,7 +129,12 @@ class _Engine:
             empty = ~zb.any(axis=1)
             full = zb.all(axis=1)
             t0 = time.perf_counter()
-            Kc = _masked_kernel(space.ref, space.centres, 1.0 - Zc)   # (cb, n, M_u): k_{S^c}(X, c)
+            keys = [row.tobytes() for row in zb]
+            got = None if bank is None else bank.get(keys)
+            if got is None:
+                Kc = _masked_kernel(space.ref, space.centres, 1.0 - Zc)   # (cb, n, M_u): k_{S^c}(X, c)
+            else:
+                Kc = got["Kc"]
             if self.value_function != "observational":
                 solve = np.zeros_like(empty)
             elif self.normalize:
@@ -151,8 +153,14 @@ class _Engine:
                 ones = torch.ones((Zc.shape[0], n, 1), dtype=self.dtype, device=self.device)
                 rhs = Kx if route_items else Kc
                 if self.solver == "cholesky":
-                    L = self._factor(make_K, zb, key_space)
-                    sol, w = torch.cholesky_solve(rhs, L), torch.cholesky_solve(ones, L)
+                    if got is None:
+                        L = self._factor(make_K())
+                        w = torch.cholesky_solve(ones, L)
+                        if bank is not None:
+                            bank.put(keys, {"L": L, "Kc": Kc, "w": w})
+                    else:
+                        L, w = got["L"], got["w"]
+                    sol = torch.cholesky_solve(rhs, L)
                 else:
                     K = make_K()
                     pre = None if precond is None else (lambda R: torch.cholesky_solve(R, precond))
@@ -179,6 +187,8 @@ class _Engine:
                     m[k_t] = Kc[k_t].mean(dim=1, keepdim=True)
                 del Kx, sol, w
             else:                                   # β_i = 1/n for every row
+                if got is None and bank is not None and self.value_function != "observational":
+                    bank.put(keys, {"Kc": Kc})
                 m = Kc.mean(dim=1, keepdim=True).expand(-1, T, -1).clone()
             self.solve_seconds += time.perf_counter() - t0
             if full.any() and self.normalize:

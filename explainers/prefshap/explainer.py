@@ -16,7 +16,7 @@ from explainers._coalitions import CoalitionPlan, plan_coalitions
 from explainers._result import Explanation
 from explainers.prefshap.engine import _Engine, _masked_kernel, _pair_values, _Space, _unique_rows
 from explainers.prefshap.model import _check_matrix, _parts
-from explainers.prefshap.players import _players
+from explainers._players import _players
 from learners.exceptions import InvalidInputError, check_param
 
 __all__ = ["PrefSHAP"]

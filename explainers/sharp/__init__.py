@@ -80,11 +80,12 @@ from explainers.sharp.coalitions import coalition_weights
 from explainers.sharp.explainer import _ALPHA, _METHOD, DEFAULT_MAX_ROWS, MAX_FEATURES, QOIS, SharpExplainer  # noqa: F401
 from explainers.sharp.functions import explain, explain_pairwise, learner_score_fn, strata_summary
 from explainers.sharp.games import MAX_GAME_VALUES  # noqa: F401
-from explainers.sharp.ranks import TIES, _RankCounter, catalog_ranks, rank_strata  # noqa: F401
+from explainers.sharp.ranks import TIE_RTOL, TIES, _RankCounter, catalog_ranks, rank_strata, snap_ties, tie_tolerance  # noqa: F401,E501
 
 __all__ = [
     "QOIS",
     "TIES",
+    "TIE_RTOL",
     "SharpExplainer",
     "catalog_ranks",
     "coalition_weights",
@@ -92,5 +93,7 @@ __all__ = [
     "explain_pairwise",
     "learner_score_fn",
     "rank_strata",
+    "snap_ties",
     "strata_summary",
+    "tie_tolerance",
 ]

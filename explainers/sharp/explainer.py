@@ -12,21 +12,25 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from explainers._coalitions import coalitions_from_integers
+from explainers._players import _players
 from explainers._result import Explanation
 from explainers.exceptions import BudgetError, InvalidInputError, check_param
 from explainers.sharp.coalitions import _coalition_masks, coalition_weights
 from explainers.sharp.games import _GamesMixin
 from explainers.sharp.inputs import _as_index_array, _as_matrix, _call_scores
+from explainers.sharp.permutations import permutation_shapley
 from explainers.sharp.qoi import _QoIMixin
-from explainers.sharp.ranks import TIES, _RankCounter, catalog_ranks
+from explainers.sharp.ranks import TIE_RTOL, TIES, _RankCounter, catalog_ranks, snap_ties, tie_tolerance
 
 __all__ = ["QOIS", "SharpExplainer"]
 
 QOIS = ("score", "rank", "topk")
 _METHOD = {"score": "sharp-score", "rank": "sharp-rank", "topk": "sharp-topk"}
 _ALPHA = {"score": 1.0, "rank": -1.0, "topk": 1.0}
-MAX_FEATURES = 20
+MAX_FEATURES = 20                  # most players ever enumerated exactly (2^20 coalitions)
+MAX_SAMPLED_PLAYERS = 62           # coalition codes are int64
 DEFAULT_MAX_ROWS = 1 << 16
+DEFAULT_PERMUTATIONS = 64
 
 
 class SharpExplainer(_QoIMixin, _GamesMixin):
@@ -53,6 +57,22 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         ``max_rows · d · 8`` bytes).
     model_name, model_version : str, int
         Copied into every :class:`~explainers._result.Explanation`.
+    feature_groups : mapping of str to list of str, optional
+        Groups of features explained as one player (their features are taken from the reference
+        row together), e.g. one-hot indicators; the other features are players of their own.
+        Values are then per player (``Explanation.feature_names`` = the player names) and ``data``
+        sums each group's features.
+    max_exact_players : int, default 20
+        Up to this many players every coalition is enumerated (exact ShaRP); above, the values are
+        estimated from ``n_permutations`` sampled orders of the players
+        (:mod:`explainers.sharp.permutations`, ``extra["estimator"] = "permutation-sampling"`` with
+        per-player standard errors in ``extra["stderr"]``).
+    n_permutations : int, default 64
+        Orders sampled per call above ``max_exact_players`` (antithetic pairs).
+    tie_rtol : float, default 1e-9
+        Scores within ``tie_rtol · (max − min)`` of the catalog's scores (plus a few ulps) are ties
+        (:func:`explainers.sharp.ranks.tie_tolerance`): ranks are then the same after adding a
+        constant to the scorer or rescaling it, instead of depending on rounding noise.
 
     Raises
     ------
@@ -62,7 +82,7 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
     InvalidParameterError
         Bad ``ties``/``max_rows``.
     BudgetError
-        ``d > 20`` (``2^d`` coalitions).
+        More than 62 players.
 
     Examples
     --------
@@ -80,14 +100,20 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
 
     def __init__(self, score_fn: Callable, X: Any, feature_names: Sequence[str] | None = None,
                  item_ids: Sequence[Any] | None = None, ties: str = "min",
-                 max_rows: int = DEFAULT_MAX_ROWS, model_name: str = "", model_version: int = 0):
+                 max_rows: int = DEFAULT_MAX_ROWS, model_name: str = "", model_version: int = 0,
+                 feature_groups=None, max_exact_players: int = MAX_FEATURES,
+                 n_permutations: int = DEFAULT_PERMUTATIONS, tie_rtol: float = TIE_RTOL):
         if not callable(score_fn):
             raise InvalidInputError(f"score_fn must be a callable X -> scores; got {type(score_fn).__name__}.")
         self.X = _as_matrix(X)
         n, d = self.X.shape
-        if d > MAX_FEATURES:
-            raise BudgetError(f"ShaRP enumerates 2^d coalitions; d={d} features exceeds the budget of "
-                              f"{MAX_FEATURES}. Group features or explain a projection.")
+        check_param("SharpExplainer", "max_exact_players", max_exact_players,
+                    isinstance(max_exact_players, (int, np.integer)) and 1 <= max_exact_players <= MAX_FEATURES,
+                    f"an int in [1, {MAX_FEATURES}]")
+        check_param("SharpExplainer", "n_permutations", n_permutations,
+                    isinstance(n_permutations, (int, np.integer)) and n_permutations >= 4, "an int >= 4")
+        check_param("SharpExplainer", "tie_rtol", tie_rtol,
+                    isinstance(tie_rtol, (int, float)) and 0 <= tie_rtol < 1e-3, "a float in [0, 1e-3)")
         check_param("SharpExplainer", "ties", ties, ties in TIES, f"one of {TIES}")
         check_param("SharpExplainer", "max_rows", max_rows,
                     isinstance(max_rows, (int, np.integer)) and max_rows >= 1, "an int >= 1")
@@ -105,12 +131,43 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         self.model_name = model_name
         self.model_version = int(model_version)
         self.n, self.d = n, d
-        self.scores = _call_scores(score_fn, self.X)
+        self.player_names, self.member = _players(self.feature_names, feature_groups)
+        self.p = len(self.player_names)
+        self.grouped = self.p != d
+        if self.p > MAX_SAMPLED_PLAYERS:
+            raise BudgetError(f"ShaRP supports at most {MAX_SAMPLED_PLAYERS} players; got {self.p}. "
+                              "Group features (feature_groups) or explain a projection.")
+        self.max_exact_players = int(max_exact_players)
+        self.n_permutations = int(n_permutations)
+        raw = _call_scores(score_fn, self.X)
+        self.tie_rtol = float(tie_rtol)
+        self.tol = tie_tolerance(raw, self.tie_rtol) if self.tie_rtol > 0 else 0.0
+        self.scores = snap_ties(raw, self.tol)
         self.sorted_scores = np.sort(self.scores)
-        self.ranks = catalog_ranks(self.scores, ties)
+        self.ranks = catalog_ranks(self.scores, ties, self.tol)
         self._counter = _RankCounter(self.sorted_scores)
         self._W: dict[int, np.ndarray] = {}
-        self._bits = coalitions_from_integers(np.arange(1 << d), d)
+
+    @property
+    def sampled(self) -> bool:
+        """Whether explanations sample orders of the players (more than ``max_exact_players``)."""
+        return self.p > self.max_exact_players
+
+    def _feature_bits(self, codes: np.ndarray) -> np.ndarray:
+        """Feature-level removal masks (C, d) of player coalition codes (C,)."""
+        bits = coalitions_from_integers(codes, self.p)
+        if not self.grouped:
+            return bits
+        return (bits.astype(np.int64) @ self.member.astype(np.int64)) > 0
+
+    def _groups(self) -> dict:
+        """``{player: [features]}`` of the grouped players (for the record)."""
+        return {n: [f for f, m in zip(self.feature_names, row) if m]
+                for n, row in zip(self.player_names, self.member) if row.sum() > 1}
+
+    def _data(self, A: np.ndarray) -> np.ndarray:
+        """Per-player data: the features, or each group's sum."""
+        return A.copy() if not self.grouped else A @ self.member.T.astype(np.float64)
 
     @classmethod
     def from_catalog(cls, catalog: Any, **kwargs: Any) -> "SharpExplainer":
@@ -122,7 +179,7 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
     # ------------------------------------------------------------------ QoIs
     def _weights(self, c: int) -> np.ndarray:
         if c not in self._W:
-            self._W[c] = coalition_weights(self.d, c)
+            self._W[c] = coalition_weights(self.p, c)
         return self._W[c]
 
 
@@ -132,11 +189,41 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             check_param(owner, "k", k, isinstance(k, (int, np.integer)) and not isinstance(k, bool)
                         and 1 <= k <= self.n, f"an int in [1, {self.n}] (the top-k cut-off) for qoi='topk'")
             k = int(k)
-        c = self.d - 1 if max_coalition_size is None else max_coalition_size
+        c = self.p - 1 if max_coalition_size is None else max_coalition_size
         check_param(owner, "max_coalition_size", max_coalition_size,
-                    isinstance(c, (int, np.integer)) and not isinstance(c, bool) and 0 <= c <= self.d - 1,
-                    f"None (exact) or an int in [0, {self.d - 1}]")
+                    isinstance(c, (int, np.integer)) and not isinstance(c, bool) and 0 <= c <= self.p - 1
+                    and (max_coalition_size is None or not self.sampled),
+                    f"None (exact) or an int in [0, {self.p - 1}] (None above max_exact_players)")
         return k, int(c)
+
+    def _shapley(self, v, s_v, excl, ref_rows, inv_k, zero_col, q_full, c, qoi, k, anchor_q, seed):
+        """Shapley values of the removal games of items ``v`` (without the QoI's sign α).
+
+        Exact weights over every coalition of at most ``c + 1`` removed players up to
+        ``max_exact_players`` players; sampled orders above. ``anchor_q`` (B,) replaces Q(A) when given.
+
+        Returns ``(phi (B, p), stderr (B, p) or None, Q(A) of the rows used (B,), info dict)``.
+        """
+        full = (1 << self.p) - 1
+        if not self.sampled:
+            masks = _coalition_masks(self.p, c)
+            Q = np.zeros((v.shape[0], 1 << self.p))
+            Q[:, masks] = self._games(v, s_v, excl, ref_rows, inv_k, zero_col, q_full, masks, qoi, k)
+            sample_base = Q[:, full].copy()
+            if anchor_q is not None:
+                Q[:, full] = anchor_q
+            return Q @ self._weights(c).T, None, sample_base, {"estimator": "exact", "n_coalitions": int(masks.size)}
+
+        def game(codes):
+            Q = self._games(v, s_v, excl, ref_rows, inv_k, zero_col, q_full, codes, qoi, k)
+            if anchor_q is not None:
+                Q[:, codes == full] = anchor_q[:, None]
+            return Q
+
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        phi, se, n_coal, n_orders = permutation_shapley(game, self.p, self.n_permutations, rng)
+        return phi, se, q_full.copy(), {"estimator": "permutation-sampling", "n_coalitions": n_coal,
+                                        "n_permutations": n_orders}
 
     def _ids(self, idx: np.ndarray) -> list[str]:
         return [self.item_ids[i] if self.item_ids is not None else str(i) for i in idx]
@@ -209,7 +296,7 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             check_param(owner, "sample_size", sample_size,
                         isinstance(sample_size, (int, np.integer)) and not isinstance(sample_size, bool)
                         and sample_size >= 1, "None (exact) or an int >= 1")
-        B, d, alpha = idx.size, self.d, _ALPHA[qoi]
+        B, alpha = idx.size, _ALPHA[qoi]
         s_v = self.scores[idx]
         excl = idx if exclude_item else None
         # D' minus v: position of v in the (sorted, unique) reference, if it is there and removed
@@ -241,30 +328,34 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             inv_k = np.full(B, 1.0 / m)
             zero_col = np.full(B, m)
             m_used = np.full(B, m)
-        masks = _coalition_masks(d, c)
-        Q = self._games(self.X[idx], s_v, excl, ref_rows, inv_k, zero_col, q_full, masks, qoi, k)
-        full = (1 << d) - 1
-        sample_base = Q[:, full].copy()
-        if anchor:
-            Q[:, full] = mean_q
-        phi = alpha * Q @ self._weights(c).T
-        q_v = Q[:, 0]
+        phi, se, sample_base, info = self._shapley(self.X[idx], s_v, excl, ref_rows, inv_k, zero_col, q_full, c, qoi,
+                                                    k, mean_q if anchor else None, seed)
+        phi = alpha * phi
+        q_v = self._qoi(s_v, s_v if excl is not None else None, qoi, k)
         extra = {
-            "qoi": qoi, "alpha": alpha, "k": k, "ties": self.ties, "exclude_item": bool(exclude_item),
-            "exact": bool(exact_sample and c == d - 1), "anchor": bool(anchor), "sample_size": int(np.max(m_used)),
-            "max_coalition_size": c, "n_catalog": self.n, "normalizer": self.normalizer(qoi),
-            "item_index": idx.copy(), "rank": self.ranks[idx].copy(),
+            "qoi": qoi, "alpha": alpha, "k": k, "ties": self.ties, "tie_tolerance": self.tol,
+            "exclude_item": bool(exclude_item),
+            "exact": bool(exact_sample and c == self.p - 1 and info["estimator"] == "exact"), "anchor": bool(anchor),
+            "sample_size": int(np.max(m_used)), "max_coalition_size": c, "n_catalog": self.n,
+            "normalizer": self.normalizer(qoi), "item_index": idx.copy(), "rank": self.ranks[idx].copy(),
             "qoi_value": q_v.copy(), "mean_qoi": mean_q.copy(), "sample_base_value": alpha * sample_base,
+            "players": self.p, **info,
         }
+        if not exact_sample and info["estimator"] == "exact":
+            extra["estimator"] = "reference-sample"
+        if se is not None:
+            extra["stderr"] = abs(alpha) * se
+        if self.grouped:
+            extra["feature_groups"] = self._groups()
         extra["mean_rank"] = mean_rank
         return Explanation(values=phi, base_values=alpha * mean_q, prediction=alpha * q_v,
-                           feature_names=self.feature_names, method=_METHOD[qoi], model_name=self.model_name,
-                           model_version=self.model_version, data=self.X[idx].copy(),
+                           feature_names=self.player_names, method=_METHOD[qoi], model_name=self.model_name,
+                           model_version=self.model_version, data=self._data(self.X[idx]),
                            instance_ids=self._ids(idx), compute_time=time.perf_counter() - t0, extra=extra)
 
     def explain_pairwise(self, pairs: Any, qoi: str = "rank", *, k: int | None = None,
                          max_coalition_size: int | None = None, exclude_item: bool = False,
-                         halve: bool = False) -> Explanation:
+                         halve: bool = False, seed: Any = None) -> Explanation:
         """Pairwise ShaRP (Section 5, Eq. 7): explain ``v`` against ``u`` with ``u`` as baseline.
 
         For coalition ``S`` the hybrid is ``v_{A∖S} u_S`` (reference set ``D' = {u}``, ``m = 1``);
@@ -318,30 +409,35 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         if np.any(P[:, 0] == P[:, 1]):
             raise InvalidInputError("A pair compares an item with itself; pass two different catalog indices.")
         vi, ui = P[:, 0], P[:, 1]
-        B, d, alpha = P.shape[0], self.d, _ALPHA[qoi]
+        B, alpha = P.shape[0], _ALPHA[qoi]
         s_v, s_u = self.scores[vi], self.scores[ui]
         excl = vi if exclude_item else None
         q_u = self._qoi(s_u[:, None], None if excl is None else s_v, qoi, k)      # (B, 1)
-        masks = _coalition_masks(d, c)
-        Q = self._games(self.X[vi], s_v, excl, self.X[ui][:, None, :], np.ones(B), np.full(B, 1), q_u[:, 0],
-                        masks, qoi, k)
-        phi = alpha * Q @ self._weights(c).T
-        q_v, q_o = Q[:, 0], q_u[:, 0]
+        phi, se, _, info = self._shapley(self.X[vi], s_v, excl, self.X[ui][:, None, :], np.ones(B), np.full(B, 1),
+                                         q_u[:, 0], c, qoi, k, None, seed)
+        phi = alpha * phi
+        q_v, q_o = self._qoi(s_v, s_v if excl is not None else None, qoi, k), q_u[:, 0]
         base = alpha * q_o
         if halve:
             phi = phi / 2.0
+            se = None if se is None else se / 2.0
             base = alpha * (q_v + q_o) / 2.0
         extra = {
-            "qoi": qoi, "alpha": alpha, "k": k, "ties": self.ties, "exclude_item": bool(exclude_item),
-            "halve": bool(halve), "max_coalition_size": c, "exact": c == d - 1, "n_catalog": self.n,
+            "qoi": qoi, "alpha": alpha, "k": k, "ties": self.ties, "tie_tolerance": self.tol,
+            "exclude_item": bool(exclude_item), "halve": bool(halve), "max_coalition_size": c,
+            "exact": bool(c == self.p - 1 and info["estimator"] == "exact"), "n_catalog": self.n,
             "pair_index": P.copy(), "item_index": vi.copy(), "rank": self.ranks[vi].copy(),
             "rank_other": self.ranks[ui].copy(), "qoi_value": q_v.copy(), "qoi_other": q_o.copy(),
-            "outcome_difference": alpha * (q_v - q_o) + 0.0, "other_ids": self._ids(ui),
+            "outcome_difference": alpha * (q_v - q_o) + 0.0, "other_ids": self._ids(ui), "players": self.p, **info,
         }
+        if se is not None:
+            extra["stderr"] = abs(alpha) * se
+        if self.grouped:
+            extra["feature_groups"] = self._groups()
         ids = [f"{a}>{b}" for a, b in zip(self._ids(vi), self._ids(ui))]
-        return Explanation(values=phi, base_values=base, prediction=alpha * q_v, feature_names=self.feature_names,
+        return Explanation(values=phi, base_values=base, prediction=alpha * q_v, feature_names=self.player_names,
                            method="sharp-pairwise", model_name=self.model_name, model_version=self.model_version,
-                           data=self.X[vi] - self.X[ui], instance_ids=ids,
+                           data=self._data(self.X[vi] - self.X[ui]), instance_ids=ids,
                            compute_time=time.perf_counter() - t0, extra=extra)
 
     def normalizer(self, qoi: str) -> float:

@@ -29,24 +29,30 @@ class _GamesMixin:
     def _games(self, v: np.ndarray, s_v: np.ndarray, excl: np.ndarray | None, ref_rows: np.ndarray,
                inv_k: np.ndarray, zero_col: np.ndarray, q_full: np.ndarray, masks: np.ndarray, qoi: str,
                k: int | None) -> np.ndarray:
-        """Q(S) for all coalition masks; shape (B, 2^d) (columns not in ``masks`` stay 0).
+        """Q(S) for the coalition codes ``masks``; shape (B, len(masks)), column ``c`` = ``masks[c]``.
 
-        ``v`` (B, d); ``ref_rows`` (m, d) shared or (B, m, d). Item ``b`` averages its reference rows
-        with equal weight ``inv_k[b]``, leaving out row ``zero_col[b]`` (``m`` = none: the explained
-        item's own row when it is removed from the reference). ``q_full`` (B,) is ``Q(A)``.
+        ``masks`` are codes over the explainer's players (bit ``p`` set = player ``p`` removed, i.e. its
+        features taken from the reference row). ``v`` (B, d); ``ref_rows`` (m, d) shared or (B, m, d).
+        Item ``b`` averages its reference rows with equal weight ``inv_k[b]``, leaving out row
+        ``zero_col[b]`` (``m`` = none: the explained item's own row when it is removed from the
+        reference). ``q_full`` (B,) is ``Q(A)``; ``Q(∅)`` is the QoI of ``v`` itself.
         """
         B, d = v.shape
-        full = (1 << d) - 1
-        if B * (1 << d) > MAX_GAME_VALUES:
-            raise BudgetError(f"{B} items x 2^{d} coalition values exceed the budget of {MAX_GAME_VALUES} "
-                              f"game values per call; explain at most {max(1, MAX_GAME_VALUES >> d)} items per call.")
-        Q = np.zeros((B, 1 << d))
+        masks = np.asarray(masks, dtype=np.int64)
+        full = (1 << self.p) - 1
+        if B * masks.size > MAX_GAME_VALUES:
+            raise BudgetError(f"{B} items x {masks.size} coalition values exceed the budget of {MAX_GAME_VALUES} "
+                              f"game values per call; explain at most {max(1, MAX_GAME_VALUES // masks.size)} "
+                              "items per call.")
+        Q = np.zeros((B, masks.size))
         s_excl = s_v if excl is not None else None
-        Q[:, 0] = self._qoi(s_v, s_excl, qoi, k)
-        Q[:, full] = q_full
-        mid = masks[(masks != 0) & (masks != full)]
+        Q[:, masks == 0] = self._qoi(s_v, s_excl, qoi, k)[:, None]
+        Q[:, masks == full] = q_full[:, None]
+        pos = np.flatnonzero((masks != 0) & (masks != full))
+        mid = masks[pos]
         if mid.size == 0:
             return Q
+        tol = self.tol
         shared = ref_rows.ndim == 2
         m = ref_rows.shape[-2]
         drop = zero_col < m
@@ -61,8 +67,8 @@ class _GamesMixin:
         runs: dict[tuple[int, int], list] = {}
         for b0, b1, c0, c1 in blocks:
             if (c0, c1) not in runs:
-                M = self._bits[mid[c0:c1]]                               # (C, d)
-                runs[(c0, c1)] = [_runs(M[:, j]) for j in range(d)]
+                M = self._feature_bits(mid[c0:c1])                       # (C, d)
+                runs[(c0, c1)] = [(M[:, j], _runs(M[:, j])) for j in range(d)]
             R = ref_rows[None] if shared else ref_rows[b0:b1]            # (B', m, d)
             # feature-major buffer: every column is written once, in long contiguous runs; the scoring
             # callable gets its (N, d) transpose (a Fortran-ordered view, no copy)
@@ -72,17 +78,24 @@ class _GamesMixin:
             H = buf[:size].reshape(d, b1 - b0, c1 - c0, m)
             for j in range(d):                   # Gray-code order: few runs of "from u" / "from v"
                 Hj, Rj, vj = H[j], R[:, None, :, j], v[b0:b1, j, None, None]
-                for a, z, on in runs[(c0, c1)][j]:
+                col, col_runs = runs[(c0, c1)][j]
+                if len(col_runs) > 16:           # sampled coalitions: one vectorised selection instead
+                    np.copyto(Hj, np.where(col[None, :, None], Rj, vj))
+                    continue
+                for a, z, on in col_runs:
                     Hj[:, a:z, :] = Rj if on else vj
             s = _call_scores(self.score_fn, H.reshape(d, -1).T).reshape(b1 - b0, c1 - c0, m)
             rank_counts = qoi == "rank" and self.ties != "average"
             if rank_counts:
-                # rank = 1 + n - #{catalog <= s} (min) or 1 + n - #{catalog < s} (max), minus the removed
-                # item's own count; averaged as integer sums, no float ranks materialised
-                q = self._counter.count_le(s) if self.ties == "min" else self._counter.count_lt(s)
+                # rank = 1 + n - #{catalog <= s + tol} (min) or 1 + n - #{catalog < s - tol} (max), minus the
+                # removed item's own count; averaged as integer sums, no float ranks materialised
+                if self.ties == "min":
+                    q = self._counter.count_le(s + tol if tol else s)
+                else:
+                    q = self._counter.count_lt(s - tol if tol else s)
                 if s_excl is not None:
                     ex = s_excl[b0:b1, None, None]
-                    q += (ex > s) if self.ties == "min" else (ex >= s)
+                    q += (ex > s + tol) if self.ties == "min" else (ex >= s - tol)
                 tot = q.sum(axis=-1, dtype=np.int64).astype(np.float64)
             else:
                 q = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
@@ -93,5 +106,5 @@ class _GamesMixin:
                 own = np.take_along_axis(q, np.broadcast_to(zc[:, None, None], (b1 - b0, c1 - c0, 1)), axis=2)[..., 0]
                 tot -= own * dr[:, None]
             mean = tot * inv_k[b0:b1, None]
-            Q[b0:b1, mid[c0:c1]] = (self.n + 1.0) - mean if rank_counts else mean
+            Q[b0:b1, pos[c0:c1]] = (self.n + 1.0) - mean if rank_counts else mean
         return Q

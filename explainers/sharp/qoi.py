@@ -23,14 +23,15 @@ class _QoIMixin:
             return s
         n = self.n
         ex = None if s_excl is None else s_excl.reshape((-1,) + (1,) * (s.ndim - 1))
+        tol = self.tol
         if self.ties in ("min", "average"):
-            gt = n - self._counter.count_le(s)
+            gt = n - self._counter.count_le(s + tol if tol else s)
             if ex is not None:
-                gt = gt - (ex > s)
+                gt = gt - (ex > s + tol)
         if self.ties in ("max", "average"):
-            ge = n - self._counter.count_lt(s)
+            ge = n - self._counter.count_lt(s - tol if tol else s)
             if ex is not None:
-                ge = ge - (ex >= s)
+                ge = ge - (ex >= s - tol)
         if self.ties == "min":
             r = 1.0 + gt
         elif self.ties == "max":
@@ -44,7 +45,8 @@ class _QoIMixin:
     def _ref_base(self, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Scores, ``#{catalog > s}`` and ``#{catalog ≥ s}`` of the reference rows (no item removed)."""
         s_ref = self.scores[ref]
-        return s_ref, self.n - self._counter.count_le(s_ref), self.n - self._counter.count_lt(s_ref)
+        tol = self.tol
+        return s_ref, self.n - self._counter.count_le(s_ref + tol), self.n - self._counter.count_lt(s_ref - tol)
 
     def _rank_from(self, gt: Any, ge: Any) -> Any:
         if self.ties == "min":
@@ -58,8 +60,8 @@ class _QoIMixin:
         """QoI and rank of given reference rows (arrays broadcastable to (B, m)), ``v`` removed."""
         if s_excl is not None:
             ex = s_excl.reshape((-1,) + (1,) * (np.ndim(s_ref) - 1 if np.ndim(s_ref) > 1 else 1))
-            gt = gt - (ex > s_ref)
-            ge = ge - (ex >= s_ref)
+            gt = gt - (ex > s_ref + self.tol)
+            ge = ge - (ex >= s_ref - self.tol)
         r = self._rank_from(gt, ge)
         if qoi == "score":
             return np.broadcast_to(s_ref, np.shape(r)), r
@@ -79,8 +81,8 @@ class _QoIMixin:
         n_eff = ref.size - present
         if exclude:
             srt = np.sort(s_ref)
-            below = np.searchsorted(srt, s_v, side="left").astype(np.float64)     # #{u: f(u) < f(v)}
-            below_eq = np.searchsorted(srt, s_v, side="right").astype(np.float64)  # #{u: f(u) <= f(v)}
+            below = np.searchsorted(srt, s_v - self.tol, side="left").astype(np.float64)     # #{u: f(u) < f(v)}
+            below_eq = np.searchsorted(srt, s_v + self.tol, side="right").astype(np.float64)  # #{u: f(u) <= f(v)}
             shift = {"min": below, "max": below_eq, "average": (below + below_eq) / 2.0}[self.ties]
         else:
             shift = np.zeros(B)

@@ -12,12 +12,55 @@ import numpy as np
 
 from explainers.exceptions import check_param
 
-__all__ = ["TIES", "catalog_ranks", "rank_strata"]
+__all__ = ["TIES", "TIE_RTOL", "catalog_ranks", "rank_strata", "snap_ties", "tie_tolerance"]
 
 TIES = ("min", "max", "average")
+#: Scores closer than TIE_RTOL × (score range) (plus a few ulps of the largest |score|) are tied.
+TIE_RTOL = 1e-9
 
 
-def catalog_ranks(scores: Any, ties: str = "min") -> np.ndarray:
+def tie_tolerance(scores, rtol: float = TIE_RTOL) -> float:
+    """Absolute tie tolerance of a catalog's scores: ``rtol · (max − min) + 16 ε · max |s|``.
+
+    Relative to the *spread* of the scores, so adding a constant or rescaling the scorer keeps the
+    same ties; the ulp term absorbs the rounding of large offsets (``14.997499999999999`` and
+    ``14.9975`` are one tie). Two scores are tied when they differ by at most this much.
+
+    Examples
+    --------
+    >>> tie_tolerance([0.0, 10.0]) > 0, tie_tolerance([5.0, 5.0]) > 0
+    (True, True)
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if s.size == 0:
+        return 0.0
+    return float(rtol * (s.max() - s.min()) + 16 * np.finfo(np.float64).eps * np.abs(s).max())
+
+
+def snap_ties(scores, tol: float) -> np.ndarray:
+    """Scores with each run of values closer than ``tol`` (in sorted order) replaced by the run's minimum.
+
+    After snapping, scores that are tied (within ``tol``) are exactly equal and different ones are more
+    than ``tol`` apart, so exact comparisons and comparisons with the tolerance agree.
+
+    Examples
+    --------
+    >>> snap_ties([14.997499999999999, 14.9975, 3.0], 1e-9).tolist()
+    [14.997499999999999, 14.997499999999999, 3.0]
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if s.size == 0 or tol <= 0:
+        return s.copy()
+    order = np.argsort(s, kind="stable")
+    srt = s[order]
+    start = np.concatenate([[True], np.diff(srt) > tol])
+    rep = srt[np.flatnonzero(start)][np.cumsum(start) - 1]
+    out = np.empty_like(s)
+    out[order] = rep
+    return out
+
+
+def catalog_ranks(scores: Any, ties: str = "min", tol: float = 0.0) -> np.ndarray:
     """1-based ranks of catalog items from their scores (higher score = better = smaller rank).
 
     Parameters
@@ -42,8 +85,8 @@ def catalog_ranks(scores: Any, ties: str = "min") -> np.ndarray:
     check_param("catalog_ranks", "ties", ties, ties in TIES, f"one of {TIES}")
     srt = np.sort(s)
     n = s.size
-    gt = n - np.searchsorted(srt, s, side="right")
-    ge = n - np.searchsorted(srt, s, side="left")
+    gt = n - np.searchsorted(srt, s + tol, side="right")
+    ge = n - np.searchsorted(srt, s - tol, side="left")
     if ties == "min":
         return (1 + gt).astype(np.float64)
     if ties == "max":

@@ -1,6 +1,8 @@
-"""Players of a Pref-SHAP game: single features or groups of features (e.g. one-hot types).
+"""Players of a Shapley game: single features or groups of features (e.g. one-hot types).
 
-Hu, Chau, Ferrando Huertas & Sejdinovic (2022), *Explaining Preferences with Shapley Values*, Fig. 4 (Pokémon types as one group).
+Shared by Pref-SHAP (Hu, Chau, Ferrando Huertas & Sejdinovic 2022, *Explaining Preferences with
+Shapley Values*, Fig. 4: the Pokémon types as one group) and ShaRP (a group's features are removed
+together).
 """
 
 from __future__ import annotations
