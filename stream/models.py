@@ -27,11 +27,15 @@ Merging per-partition learners (:func:`stream.registry.merge_learners`):
   coefficients are w_k α_k, so Pref-SHAP explains it exactly; parts with different length-scales
   cannot be pooled that way and the part with the most examples is used (logged).
 
-Explanation budgets: data with more than ``EXACT_MAX_PLAYERS`` features have their one-hot groups
-(:func:`feature_groups`) explained as one player each by Pref-SHAP and the distributional values
-(Pref-SHAP then runs in float32); if still wider, sampled
-coalitions (Pref-SHAP) and Monte Carlo (distributional values) within ``COALITION_BUDGET``
-coalition evaluations per call; ShaRP refuses more than 20 features (counted as skipped).
+Explanation budgets (settings ``explain_exact_players``, ``explain_max_coalitions``,
+``explain_reference_size``, handed to the explainers as ``ctx.budgets``; every record's ``extra``
+says what was used): data with more than ``exact_players`` features have their one-hot groups
+(:func:`feature_groups`) explained as one player each by Pref-SHAP, ShaRP and the distributional
+values. Up to ``exact_players`` players every coalition is enumerated (exact); above, Pref-SHAP
+samples ``max_coalitions`` unique coalitions (Kernel SHAP), the distributional values use Monte
+Carlo within about ``max_coalitions`` coalition evaluations and ShaRP samples permutations of the
+players (``extra.estimator`` = ``"permutation-sampling"`` with standard errors). The reference
+sample (Pref-SHAP's CME catalog, ShaRP's removal distribution) has ``reference_size`` items.
 
 Explainers that only make sense for click sessions carry ``session_only = True``; the explainer
 worker runs them on click-session jobs (``ctx.params["session"]``) and the others on preference
@@ -58,13 +62,20 @@ log = logging.getLogger(__name__)
 _DONE = False
 _LOCK = threading.Lock()
 
-#: Explanation budgets per call, so that wide data (e.g. Pokémon, d = 26) stay bounded in the
-#: stream. Exact enumeration up to EXACT_MAX_PLAYERS players (2^10 = 1024 coalitions); above, Pref-SHAP
-#: samples WIDE_PREFSHAP_COALITIONS unique coalitions (Algorithm 2 of paper 000) and distributional
-#: values use Monte Carlo with about COALITION_BUDGET coalition evaluations (≈ budget / 2d samples).
+#: Default explanation budgets per call (the settings override them through ``ctx.budgets``), so that
+#: wide data (e.g. Pokémon, d = 26) stay bounded in the stream. Exact enumeration up to
+#: EXACT_MAX_PLAYERS players (2^10 = 1024 coalitions); above, sampled estimators within
+#: COALITION_BUDGET coalition evaluations; REFERENCE_SIZE reference items.
 EXACT_MAX_PLAYERS = 10
-WIDE_PREFSHAP_COALITIONS = 512
 COALITION_BUDGET = 2048
+REFERENCE_SIZE = 128
+
+
+def _budgets(ctx) -> dict:
+    """The explanation budgets of this call: settings (``ctx.budgets``) over the module defaults."""
+    b = {"exact_players": EXACT_MAX_PLAYERS, "max_coalitions": COALITION_BUDGET, "reference_size": REFERENCE_SIZE}
+    b.update({k: int(v) for k, v in (getattr(ctx, "budgets", None) or {}).items() if k in b})
+    return b
 
 
 def feature_groups(names) -> dict[str, list[str]]:
@@ -81,9 +92,9 @@ def feature_groups(names) -> dict[str, list[str]]:
     return {g: fs for g, fs in by.items() if len(fs) >= 3}
 
 
-def _players(names) -> tuple[list[str], np.ndarray]:
+def _players(names, exact_players: int = EXACT_MAX_PLAYERS) -> tuple[list[str], np.ndarray]:
     """Players (groups for wide data, else features) and their (n_players, d) membership matrix."""
-    groups = feature_groups(names) if len(names) > EXACT_MAX_PLAYERS else {}
+    groups = feature_groups(names) if len(names) > exact_players else {}
     players, rows, seen = [], [], set()
     for j, n in enumerate(names):
         g = next((g for g, fs in groups.items() if n in fs), None)
@@ -101,11 +112,12 @@ def _on_features(nu, member: np.ndarray):
     return lambda C: nu((np.asarray(C, dtype=np.int64) @ member.astype(np.int64)) > 0)
 
 
-def _dist_options(d: int) -> dict:
+def _dist_options(d: int, budgets: dict | None = None) -> dict:
     """method / n_samples for distributional values of a d-player game within the budget."""
-    if d <= EXACT_MAX_PLAYERS:
+    b = budgets or {"exact_players": EXACT_MAX_PLAYERS, "max_coalitions": COALITION_BUDGET}
+    if d <= b["exact_players"]:
         return {"method": "exact"}
-    return {"method": "monte-carlo", "n_samples": max(16, COALITION_BUDGET // (2 * d))}
+    return {"method": "monte-carlo", "n_samples": max(16, b["max_coalitions"] // (d + 1))}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -209,45 +221,70 @@ def _capacity_interaction(learner, examples, ctx) -> Explanation:
     return _tile(capacity_interaction(learner), len(examples))
 
 
+def _with_budgets(e: Explanation, budgets: dict) -> Explanation:
+    """Record the budgets the explanation ran under in its ``extra``."""
+    e.extra["budgets"] = dict(budgets)
+    return e
+
+
+def _groups_of(names, budgets: dict) -> dict:
+    """``{player: [features]}`` of the grouped players of wide data (empty when features are players)."""
+    players, member = _players(names, budgets["exact_players"])
+    return {p: [n for n, m in zip(names, row) if m] for p, row in zip(players, member) if row.sum() > 1}
+
+
 def _sharp_catalog(learner, examples, ctx):
     from explainers.sharp import SharpExplainer, learner_score_fn
 
+    b = _budgets(ctx)
     names = list(learner.feature_names)
-    ref = _reference_items(learner, ctx, names)
+    ref = _reference_items(learner, ctx, names, limit=b["reference_size"])
     XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
     X = np.concatenate([ref, XL, XR])
     n = len(ref)
-    ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names)
-    return ex, n, len(examples)
+    groups = _groups_of(names, b)
+    n_players = len(names) - sum(len(g) - 1 for g in groups.values())
+    ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names, feature_groups=groups or None,
+                        max_exact_players=min(b["exact_players"], 20),
+                        n_permutations=max(4, b["max_coalitions"] // max(n_players, 1)))
+    return ex, n, len(examples), b
 
 
 def _sharp_rank(learner, examples, ctx) -> Explanation:
-    """ShaRP rank QoI of the left item of each event within the catalog (paper 001, Eq. 3)."""
-    ex, n, k = _sharp_catalog(learner, examples, ctx)
-    return ex.explain(np.arange(n, n + k), "rank")
+    """ShaRP rank QoI of the left item of each event within the catalog (Pliatsika et al. 2024, Eq. 3).
+
+    Hybrid rows are bounded by ``4 · max_coalitions``: beyond, each event draws a reference sample
+    (Algorithm 1's m) and the record carries per-player standard errors.
+    """
+    ex, n, k, b = _sharp_catalog(learner, examples, ctx)
+    rows = 4 * b["max_coalitions"]
+    coalitions = 1 << min(ex.p, 62) if not ex.sampled else ex.n_permutations * ex.p
+    m = None if coalitions * ex.n <= rows or ex.sampled else max(4, rows // coalitions)
+    return _with_budgets(ex.explain(np.arange(n, n + k), "rank", sample_size=m, seed=ctx.rng), b)
 
 
 def _sharp_pairwise(learner, examples, ctx) -> Explanation:
-    """ShaRP pairwise rank explanation of left vs right (paper 001, Section 5, Eq. 7)."""
-    ex, n, k = _sharp_catalog(learner, examples, ctx)
+    """ShaRP pairwise rank explanation of left vs right (Pliatsika et al. 2024, Section 5, Eq. 7)."""
+    ex, n, k, b = _sharp_catalog(learner, examples, ctx)
     pairs = np.stack([np.arange(n, n + k), np.arange(n + k, n + 2 * k)], axis=1)
-    return ex.explain_pairwise(pairs, "rank")
+    return _with_budgets(ex.explain_pairwise(pairs, "rank", seed=ctx.rng), b)
 
 
 def _margin_bernoulli(learner, examples, ctx) -> Explanation:
     """Bernoulli distributional values of who is preferred, from the learner's batched margin."""
     from explainers.distributional import explain_preference, pairwise_margin_value_function
 
+    b = _budgets(ctx)
     names = list(learner.feature_names)
     XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
     margin = getattr(learner, "margins", None) or getattr(learner, "margin")
-    players, member = _players(names)
+    players, member = _players(names, b["exact_players"])
     out = []
     for xl, xr, ex in zip(XL, XR, examples):
         nu = _on_features(pairwise_margin_value_function(margin, xl, xr), member)
         out.append(explain_preference(nu, players, random_state=0, data=member.astype(float) @ (xl - xr),
-                                      instance_id=ex.event_id, **_dist_options(len(players))))
-    return Explanation.concat(out)
+                                      instance_id=ex.event_id, **_dist_options(len(players), b)))
+    return _with_budgets(Explanation.concat(out), b)
 
 
 def _choice_utilities(learner, names):
@@ -283,8 +320,8 @@ def _session_categorical(learner, examples, ctx) -> Explanation:
     target = ids.index(s["clicked"][0]) if s.get("clicked") and s["clicked"][0] in ids else None
     e = explain_choice(_choice_utilities(learner, names), items, items.mean(axis=0), feature_names=names, item_names=ids,
                        target=target, random_state=0, instance_id=str(s.get("session_id", "")),
-                       **_dist_options(len(names)))
-    return _tile(e, len(examples))
+                       **_dist_options(len(names), _budgets(ctx)))
+    return _with_budgets(_tile(e, len(examples)), _budgets(ctx))
 
 
 _session_categorical.session_only = True
@@ -368,66 +405,87 @@ _PREFSHAP_CACHE: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictiona
 
 
 def _prefshap_for(learner, ctx):
-    """One :class:`PrefSHAP` per fitted model snapshot (its CME Cholesky factors are cached inside)."""
+    """One :class:`PrefSHAP` per fitted model snapshot and budgets (its kernel blocks are cached inside)."""
     from explainers.prefshap import PrefSHAP
 
     model = getattr(learner, "model", None)
     if model is None:
         raise NotFittedError("The GPM has not been refitted yet; nothing to explain.")
+    b = _budgets(ctx)
+    key = (b["exact_players"], b["max_coalitions"], b["reference_size"])
     ps = _PREFSHAP_CACHE.get(model)
-    if ps is None:
+    if ps is None or getattr(ps, "_budget_key", None) != key:
         names = list(model.feature_names)
-        ref = _reference_items(learner, ctx, names, limit=256)
-        import torch
-
-        players, _ = _players(names)
-        groups = {p: [n for n, m in zip(names, row) if m] for p, row in zip(*_players(names)) if row.sum() > 1}
-        wide = len(players) > EXACT_MAX_PLAYERS
-        ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=256, random_state=0,
-                      max_coalitions=WIDE_PREFSHAP_COALITIONS if wide else 2048, feature_groups=groups or None,
-                      dtype=torch.float32 if len(names) > EXACT_MAX_PLAYERS else torch.float64)
+        ref = _reference_items(learner, ctx, names, limit=b["reference_size"])
+        groups = _groups_of(names, b)
+        # float32 on wide data: its largest deviation from float64 is measured in bench/explain_wide.py
+        ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=b["reference_size"],
+                      random_state=0, max_coalitions=b["max_coalitions"], feature_groups=groups or None,
+                      dtype=_torch_float(len(names) > b["exact_players"]))
+        ps._budget_key = key
         _PREFSHAP_CACHE[model] = ps
-    return model, ps
+    return model, ps, b
+
+
+def _torch_float(wide: bool):
+    """float32 for wide data (error vs float64 measured < 1e-4 relative, bench/explain_wide.py), else float64."""
+    import torch
+
+    return torch.float32 if wide else torch.float64
 
 
 def _outcome(examples):
-    y = np.array([ex.outcome for ex in examples], dtype=np.float64)
-    return y if np.all(y != 0) else None
+    """Outcomes in {+1, −1, 0}; Pref-SHAP orients decided duels winner-vs-loser and leaves ties left-right."""
+    return np.array([ex.outcome for ex in examples], dtype=np.float64)
 
 
 def _pref_shap(learner, examples, ctx) -> Explanation:
-    """Pref-SHAP of each duel (paper 000, Prop. 3.2; Table 1 row 1), oriented winner vs loser when known."""
-    model, ps = _prefshap_for(learner, ctx)
+    """Pref-SHAP of each duel (Hu et al. 2022, Prop. 3.2; Table 1 row 1), oriented winner vs loser when decided."""
+    model, ps, b = _prefshap_for(learner, ctx)
     names = list(model.feature_names)
     XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
     U = _contexts(examples, model.context_names) if getattr(model, "context_names", None) else None
-    return ps.explain_duels(XL, XR, U, _outcome(examples))
+    return _with_budgets(ps.explain_duels(XL, XR, U, _outcome(examples)), b)
 
 
 def _pref_shap_context(learner, examples, ctx) -> Explanation:
-    """Pref-SHAP of the context of each duel (paper 000, Prop. 3.3; Table 1 row 3)."""
-    model, ps = _prefshap_for(learner, ctx)
+    """Pref-SHAP of the context of each duel (Hu et al. 2022, Prop. 3.3; Table 1 row 3)."""
+    model, ps, b = _prefshap_for(learner, ctx)
     names = list(model.feature_names)
     XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
-    return ps.explain_duel_contexts(_contexts(examples, model.context_names), XL, XR, _outcome(examples))
+    return _with_budgets(ps.explain_duel_contexts(_contexts(examples, model.context_names), XL, XR,
+                                                  _outcome(examples)), b)
 
 
 def _gpm_bernoulli(learner, examples, ctx) -> Explanation:
-    """Bernoulli distributional values from the Pref-SHAP value function: P(a feature flips who wins)."""
-    from explainers.distributional import explain_preference
+    """Bernoulli distributional values from the Pref-SHAP value function: P(a feature flips who wins).
 
-    model, ps = _prefshap_for(learner, ctx)
+    With exact enumeration the value function of every event is evaluated on the same coalitions in
+    one batched call (the kernel blocks are shared by all events); sampled estimators evaluate their
+    own coalitions per event.
+    """
+    from explainers.distributional import all_coalitions, explain_preference, table_value_function
+
+    model, ps, b = _prefshap_for(learner, ctx)
     names = list(model.feature_names)
     XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
     U = _contexts(examples, model.context_names) if getattr(model, "context_names", None) else None
-    players, member = _players(names)
+    players, member = _players(names, b["exact_players"])
+    opts = _dist_options(len(players), b)
+    table = None
+    if opts["method"] == "exact":
+        C = all_coalitions(len(players))
+        table = ps.coalition_values((C.astype(np.int64) @ member.astype(np.int64)) > 0, XL, XR, U)   # (2^P, n)
     out = []
     for k, ex in enumerate(examples):
-        u = None if U is None else U[k:k + 1]
-        nu = _on_features(lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0], member)
+        if table is not None:
+            nu = table_value_function(table[:, k])
+        else:
+            u = None if U is None else U[k:k + 1]
+            nu = _on_features(lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0], member)
         out.append(explain_preference(nu, players, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
-                                      instance_id=ex.event_id, **_dist_options(len(players))))
-    return Explanation.concat(out)
+                                      instance_id=ex.event_id, **opts))
+    return _with_budgets(Explanation.concat(out), b)
 
 
 # ----------------------------------------------------------------------------- registration

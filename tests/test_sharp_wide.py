@@ -93,3 +93,17 @@ def test_the2020_ranks_and_explanations_invariant_under_constant_and_increasing_
         np.testing.assert_allclose(ex.explain(items, "rank").values, e0.values, atol=1e-9)
         np.testing.assert_allclose(ex.explain_pairwise(np.stack([items[:-1], items[1:]], axis=1), "rank").values,
                                    p0.values, atol=1e-9)
+
+
+def test_reference_sample_reports_standard_errors_that_cover_the_exact_values():
+    X = catalog(n=200, d=5, seed=9)
+    f = lambda A: A @ np.array([1.0, 0.8, 0.5, 0.2, 0.1]) + 0.3 * A[:, 0] * A[:, 2]  # noqa: E731
+    ex = SharpExplainer(f, X)
+    exact = ex.explain(np.arange(20), "rank")
+    approx = ex.explain(np.arange(20), "rank", sample_size=40, seed=2)
+    assert approx.extra["estimator"] == "reference-sample" and approx.extra["sample_size"] == 40
+    se = np.asarray(approx.extra["stderr"])
+    assert se.shape == (20, 5) and se.max() > 0
+    z = np.abs(approx.values - exact.values) / np.maximum(se, 1e-12)
+    assert np.mean(z <= 3) >= 0.9
+    assert approx.additivity_error().max() < 1e-9           # anchored at the exact reference mean

@@ -19,7 +19,8 @@ from explainers.distributional.structures import all_coalitions  # noqa: F401  (
 from learners.exceptions import InvalidInputError, check_param
 
 __all__ = ["bernoulli_preference_game", "categorical_choice_game", "gaussian_utility_game",
-           "learner_margin_value_function", "masked_inputs", "pairwise_margin_value_function", "reference_game"]
+           "learner_margin_value_function", "masked_inputs", "pairwise_margin_value_function", "reference_game",
+           "table_value_function"]
 
 _TINY = np.finfo(np.float64).tiny
 
@@ -109,6 +110,32 @@ def pairwise_margin_value_function(margin: Callable[[np.ndarray, np.ndarray], np
     def nu(coalitions):
         return np.asarray(margin(masked_inputs(xl, ref, coalitions), masked_inputs(xr, ref, coalitions)),
                           dtype=np.float64).reshape(-1)
+
+    return nu
+
+
+def table_value_function(values) -> Callable[[np.ndarray], np.ndarray]:
+    """Coalition value function looked up in a table over all ``2^n`` coalitions.
+
+    Row ``m`` of ``values`` is the value of the coalition whose bit ``j`` is player ``j`` (the order of
+    :func:`~explainers.distributional.all_coalitions`), e.g. a batch of Pref-SHAP value functions
+    evaluated once for many events on shared coalitions.
+
+    Examples
+    --------
+    >>> nu = table_value_function([0.0, 1.0, 2.0, 4.0])
+    >>> nu(np.array([[True, True], [False, True]])).tolist()
+    [4.0, 2.0]
+    """
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    n = int(round(math.log2(v.size))) if v.size else -1
+    if n < 0 or 2 ** n != v.size:
+        raise InvalidInputError(f"table_value_function needs 2^n values (one per coalition); got {v.size}.")
+    bits = np.left_shift(1, np.arange(n), dtype=np.int64)
+
+    def nu(coalitions):
+        c = np.asarray(coalitions, dtype=bool).reshape(-1, n)
+        return v[(c.astype(np.int64) * bits).sum(axis=1)]
 
     return nu
 

@@ -156,11 +156,13 @@ class _Engine:
                     if got is None:
                         L = self._factor(make_K())
                         w = torch.cholesky_solve(ones, L)
-                        if bank is not None:
-                            bank.put(keys, {"L": L, "Kc": Kc, "w": w})
+                        sol = torch.cholesky_solve(rhs, L)
+                        if bank is not None:     # keep (K_S + nλI)⁻¹: later calls solve by one batched matmul
+                            bank.put(keys, {"Kinv": torch.cholesky_inverse(L), "Kc": Kc, "w": w})
+                        del L
                     else:
-                        L, w = got["L"], got["w"]
-                    sol = torch.cholesky_solve(rhs, L)
+                        w = got["w"]
+                        sol = torch.matmul(got["Kinv"], rhs)
                 else:
                     K = make_K()
                     pre = None if precond is None else (lambda R: torch.cholesky_solve(R, precond))

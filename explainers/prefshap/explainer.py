@@ -244,6 +244,18 @@ class PrefSHAP:
         return out
 
     def _item_values_block(self, masks_full, XLs, XRs, W, eng) -> np.ndarray:
+        bank = self._cache.get("items")
+        if bank is not None and bank.slot:
+            # visit coalitions in the order their kernel blocks are stored: contiguous views, no gather
+            far = len(bank.slot) + np.arange(masks_full.shape[0])
+            order = np.argsort([bank.slot.get(r.tobytes(), f) for r, f in zip(masks_full, far)], kind="stable")
+            if np.any(order != np.arange(order.size)):
+                out = np.empty((masks_full.shape[0], XLs.shape[0]))
+                out[order] = self._item_values_block_ordered(masks_full[order], XLs, XRs, W, eng)
+                return out
+        return self._item_values_block_ordered(masks_full, XLs, XRs, W, eng)
+
+    def _item_values_block_ordered(self, masks_full, XLs, XRs, W, eng) -> np.ndarray:
         uniq, (a, b) = _unique_rows(XLs, XRs)
         space = self._item_space(eng, uniq)
         a_t = torch.as_tensor(a, device=eng.device)
@@ -334,8 +346,18 @@ class PrefSHAP:
         data = (XL - XR) @ member.T.astype(float)
         phi, pred, base, data = phi * sign[:, None], pred * sign, base * sign, data * sign[:, None]
         return self._finish("pref-shap", phi, base, pred, pnames, data, t0, plan, dropped, pnames,
-                            {"oriented": "winner-loser" if outcome is not None else "left-right",
+                            {"oriented": self._orientation(outcome, XL.shape[0]),
                              "context": "given" if U is not None else ("averaged" if p.kind == "cgpm" else "none")})
+
+    @staticmethod
+    def _orientation(outcome, P: int):
+        """``extra["oriented"]``: "winner-loser" (outcome ±1), "left-right" (no outcome, or a tie: a tie has
+        no winner and is not flipped); a per-duel list when a batch mixes both."""
+        if outcome is None:
+            return "left-right"
+        y = np.asarray(outcome).reshape(-1)
+        kinds = ["winner-loser" if v != 0 else "left-right" for v in y]
+        return kinds[0] if len(set(kinds)) == 1 else kinds
 
     @staticmethod
     def _outcome_sign(outcome, P: int) -> np.ndarray:
@@ -468,7 +490,7 @@ class PrefSHAP:
         v = self._context_values(masks, U, Xi, eng, np.arange(U.shape[0]))
         phi, base, pred = self._shapley(plan, v, len(pnames), active)
         return self._finish("pref-shap-context", phi * sign[:, None], base * sign, pred * sign, pnames, U, t0,
-                            plan, dropped, pnames, {"task": "duel-context",
+                            plan, dropped, pnames, {"task": "duel-context", "oriented": self._orientation(outcome, U.shape[0]),
                                                     "reference_contexts": int(self._ref_u.shape[0])})
 
     def explain_contexts(self, U, XL_duels, XR_duels) -> Explanation:

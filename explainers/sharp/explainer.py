@@ -196,15 +196,31 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
                     f"None (exact) or an int in [0, {self.p - 1}] (None above max_exact_players)")
         return k, int(c)
 
-    def _shapley(self, v, s_v, excl, ref_rows, inv_k, zero_col, q_full, c, qoi, k, anchor_q, seed):
+    def _shapley(self, v, s_v, excl, ref_rows, inv_k, zero_col, q_full, c, qoi, k, anchor_q, seed, q_rows=None):
         """Shapley values of the removal games of items ``v`` (without the QoI's sign α).
 
         Exact weights over every coalition of at most ``c + 1`` removed players up to
         ``max_exact_players`` players; sampled orders above. ``anchor_q`` (B,) replaces Q(A) when given.
 
+        ``q_rows`` (B, m): the QoI of each sampled reference row (a sample of reference rows, one per
+        column of ``ref_rows``): then φ is the mean of the m single-row Shapley values and its standard
+        error their spread / √m.
+
         Returns ``(phi (B, p), stderr (B, p) or None, Q(A) of the rows used (B,), info dict)``.
         """
         full = (1 << self.p) - 1
+        if not self.sampled and q_rows is not None:
+            masks = _coalition_masks(self.p, c)
+            Qr = np.zeros((v.shape[0], 1 << self.p, q_rows.shape[1]))
+            Qr[:, masks] = self._games(v, s_v, excl, ref_rows, inv_k, zero_col, q_rows, masks, qoi, k, per_row=True)
+            W = self._weights(c)
+            sample_base = Qr[:, full].mean(axis=1)
+            if anchor_q is not None:                 # each row's game anchored at the exact mean: a control variate
+                Qr[:, full] = anchor_q[:, None]
+            per = np.einsum("bkm,pk->bmp", Qr, W)                              # one Shapley value per row
+            m = q_rows.shape[1]
+            se = per.std(axis=1, ddof=1) / np.sqrt(m) if m > 1 else np.zeros((v.shape[0], self.p))
+            return per.mean(axis=1), se, sample_base, {"estimator": "reference-sample", "n_coalitions": int(masks.size)}
         if not self.sampled:
             masks = _coalition_masks(self.p, c)
             Q = np.zeros((v.shape[0], 1 << self.p))
@@ -315,7 +331,7 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             q_full = mean_q
             m_used = n_eff
         else:
-            rng = np.random.default_rng(seed)
+            rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
             m = int(sample_size)
             pick = np.empty((B, m), dtype=np.int64)
             for b in range(B):
@@ -325,11 +341,13 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             s_ref, gt, ge = self._ref_base(ref)
             q_pick, _ = self._ref_rows_qoi(s_ref[pick], gt[pick], ge[pick], None if excl is None else s_v, qoi, k)
             q_full = q_pick.mean(axis=1)
+            q_rows = np.asarray(q_pick, dtype=np.float64)
             inv_k = np.full(B, 1.0 / m)
             zero_col = np.full(B, m)
             m_used = np.full(B, m)
         phi, se, sample_base, info = self._shapley(self.X[idx], s_v, excl, ref_rows, inv_k, zero_col, q_full, c, qoi,
-                                                    k, mean_q if anchor else None, seed)
+                                                    k, mean_q if anchor else None, rng if not exact_sample else seed,
+                                                    None if exact_sample else q_rows)
         phi = alpha * phi
         q_v = self._qoi(s_v, s_v if excl is not None else None, qoi, k)
         extra = {
@@ -341,8 +359,6 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             "qoi_value": q_v.copy(), "mean_qoi": mean_q.copy(), "sample_base_value": alpha * sample_base,
             "players": self.p, **info,
         }
-        if not exact_sample and info["estimator"] == "exact":
-            extra["estimator"] = "reference-sample"
         if se is not None:
             extra["stderr"] = abs(alpha) * se
         if self.grouped:

@@ -28,14 +28,16 @@ class _GamesMixin:
 
     def _games(self, v: np.ndarray, s_v: np.ndarray, excl: np.ndarray | None, ref_rows: np.ndarray,
                inv_k: np.ndarray, zero_col: np.ndarray, q_full: np.ndarray, masks: np.ndarray, qoi: str,
-               k: int | None) -> np.ndarray:
+               k: int | None, per_row: bool = False) -> np.ndarray:
         """Q(S) for the coalition codes ``masks``; shape (B, len(masks)), column ``c`` = ``masks[c]``.
 
         ``masks`` are codes over the explainer's players (bit ``p`` set = player ``p`` removed, i.e. its
         features taken from the reference row). ``v`` (B, d); ``ref_rows`` (m, d) shared or (B, m, d).
         Item ``b`` averages its reference rows with equal weight ``inv_k[b]``, leaving out row
         ``zero_col[b]`` (``m`` = none: the explained item's own row when it is removed from the
-        reference). ``q_full`` (B,) is ``Q(A)``; ``Q(∅)`` is the QoI of ``v`` itself.
+        reference). ``q_full`` (B,) is ``Q(A)``; ``Q(∅)`` is the QoI of ``v`` itself. With ``per_row``
+        (sampled reference rows, none of them ``v``) the QoI of every hybrid is returned instead of the
+        mean: shape (B, len(masks), m), ``Q(A)`` of row ``u`` being ``q_full[:, u]`` (B, m).
         """
         B, d = v.shape
         masks = np.asarray(masks, dtype=np.int64)
@@ -44,10 +46,15 @@ class _GamesMixin:
             raise BudgetError(f"{B} items x {masks.size} coalition values exceed the budget of {MAX_GAME_VALUES} "
                               f"game values per call; explain at most {max(1, MAX_GAME_VALUES // masks.size)} "
                               "items per call.")
-        Q = np.zeros((B, masks.size))
+        m_rows = ref_rows.shape[-2]
+        Q = np.zeros((B, masks.size) + ((m_rows,) if per_row else ()))
         s_excl = s_v if excl is not None else None
-        Q[:, masks == 0] = self._qoi(s_v, s_excl, qoi, k)[:, None]
-        Q[:, masks == full] = q_full[:, None]
+        if per_row:
+            Q[:, masks == 0] = self._qoi(s_v, s_excl, qoi, k)[:, None, None]
+            Q[:, masks == full] = q_full[:, None, :]
+        else:
+            Q[:, masks == 0] = self._qoi(s_v, s_excl, qoi, k)[:, None]
+            Q[:, masks == full] = q_full[:, None]
         pos = np.flatnonzero((masks != 0) & (masks != full))
         mid = masks[pos]
         if mid.size == 0:
@@ -85,7 +92,10 @@ class _GamesMixin:
                 for a, z, on in col_runs:
                     Hj[:, a:z, :] = Rj if on else vj
             s = _call_scores(self.score_fn, H.reshape(d, -1).T).reshape(b1 - b0, c1 - c0, m)
-            rank_counts = qoi == "rank" and self.ties != "average"
+            rank_counts = qoi == "rank" and self.ties != "average" and not per_row
+            if per_row:
+                Q[b0:b1, pos[c0:c1]] = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
+                continue
             if rank_counts:
                 # rank = 1 + n - #{catalog <= s + tol} (min) or 1 + n - #{catalog < s - tol} (max), minus the
                 # removed item's own count; averaged as integer sums, no float ranks materialised
