@@ -115,7 +115,7 @@ def _on_features(nu, member: np.ndarray):
 def _dist_options(d: int, budgets: dict | None = None) -> dict:
     """method / n_samples for distributional values of a d-player game within the budget."""
     b = budgets or {"exact_players": EXACT_MAX_PLAYERS, "max_coalitions": COALITION_BUDGET}
-    if d <= b["exact_players"]:
+    if d <= b["exact_players"] or 2 ** d <= b["max_coalitions"]:
         return {"method": "exact"}
     return {"method": "monte-carlo", "n_samples": max(16, b["max_coalitions"] // (d + 1))}
 
@@ -233,34 +233,39 @@ def _groups_of(names, budgets: dict) -> dict:
     return {p: [n for n, m in zip(names, row) if m] for p, row in zip(players, member) if row.sum() > 1}
 
 
-def _sharp_catalog(learner, examples, ctx):
+def _sharp_catalog(learner, examples, ctx, exact_players: int | None = None):
+    """The ShaRP explainer of a batch: a catalog of reference items plus the events' items.
+
+    Exact ShaRP scores ``2^players × catalog`` hybrid rows per explained item; the catalog is the
+    reference sample, cut to ``12 · max_coalitions / 2^players`` items (at least 16) when that is
+    smaller than ``reference_size`` (Pokémon, 9 players: 48 items), so exact enumeration fits the
+    budget. Above ``exact_players`` players orders are sampled (``n_permutations`` =
+    ``max_coalitions / players``).
+    """
     from explainers.sharp import SharpExplainer, learner_score_fn
 
     b = _budgets(ctx)
     names = list(learner.feature_names)
-    ref = _reference_items(learner, ctx, names, limit=b["reference_size"])
+    groups = _groups_of(names, b)
+    n_players = len(names) - sum(len(g) - 1 for g in groups.values())
+    exact_players = min(b["exact_players"] if exact_players is None else exact_players, 20)
+    limit = b["reference_size"]
+    if n_players <= exact_players:
+        limit = min(limit, max(16, (12 * b["max_coalitions"]) >> n_players))
+    ref = _reference_items(learner, ctx, names, limit=limit)
     XL, XR = _arrays(examples, names, "left"), _arrays(examples, names, "right")
     X = np.concatenate([ref, XL, XR])
     n = len(ref)
-    groups = _groups_of(names, b)
-    n_players = len(names) - sum(len(g) - 1 for g in groups.values())
     ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names, feature_groups=groups or None,
-                        max_exact_players=min(b["exact_players"], 20),
+                        max_exact_players=exact_players, score_rows=512,
                         n_permutations=max(4, b["max_coalitions"] // max(n_players, 1)))
     return ex, n, len(examples), b
 
 
 def _sharp_rank(learner, examples, ctx) -> Explanation:
-    """ShaRP rank QoI of the left item of each event within the catalog (Pliatsika et al. 2024, Eq. 3).
-
-    Hybrid rows are bounded by ``4 · max_coalitions``: beyond, each event draws a reference sample
-    (Algorithm 1's m) and the record carries per-player standard errors.
-    """
+    """ShaRP rank QoI of the left item of each event within the catalog (Pliatsika et al. 2024, Eq. 3)."""
     ex, n, k, b = _sharp_catalog(learner, examples, ctx)
-    rows = 4 * b["max_coalitions"]
-    coalitions = 1 << min(ex.p, 62) if not ex.sampled else ex.n_permutations * ex.p
-    m = None if coalitions * ex.n <= rows or ex.sampled else max(4, rows // coalitions)
-    return _with_budgets(ex.explain(np.arange(n, n + k), "rank", sample_size=m, seed=ctx.rng), b)
+    return _with_budgets(ex.explain(np.arange(n, n + k), "rank", seed=ctx.rng), b)
 
 
 def _sharp_pairwise(learner, examples, ctx) -> Explanation:
@@ -423,6 +428,13 @@ def _prefshap_for(learner, ctx):
                       random_state=0, max_coalitions=b["max_coalitions"], feature_groups=groups or None,
                       dtype=_torch_float(len(names) > b["exact_players"]))
         ps._budget_key = key
+        players, member = _players(names, b["exact_players"])
+        if 2 ** len(players) <= b["max_coalitions"] and len(ref) >= 2:
+            # fill the per-coalition kernel blocks once per snapshot, not on the first explained events
+            from explainers._coalitions import coalitions_from_integers
+
+            C = coalitions_from_integers(np.arange(2 ** len(players)), len(players))
+            ps.coalition_values((C.astype(np.int64) @ member.astype(np.int64)) > 0, ref[:1], ref[:1])
         _PREFSHAP_CACHE[model] = ps
     return model, ps, b
 

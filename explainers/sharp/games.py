@@ -91,7 +91,11 @@ class _GamesMixin:
                     continue
                 for a, z, on in col_runs:
                     Hj[:, a:z, :] = Rj if on else vj
-            s = _call_scores(self.score_fn, H.reshape(d, -1).T).reshape(b1 - b0, c1 - c0, m)
+            HT = H.reshape(d, -1).T
+            step = self.score_rows
+            s = (_call_scores(self.score_fn, HT) if HT.shape[0] <= step else
+                 np.concatenate([_call_scores(self.score_fn, HT[a:a + step]) for a in range(0, HT.shape[0], step)]))
+            s = s.reshape(b1 - b0, c1 - c0, m)
             rank_counts = qoi == "rank" and self.ties != "average" and not per_row
             if per_row:
                 Q[b0:b1, pos[c0:c1]] = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
