@@ -324,6 +324,35 @@ class CoalitionPlan:
         w = shapley_kernel_weights(Z.sum(axis=1), self.d)
         return constrained_wls(Z, v[2:] - v0[None, :], w, v1 - v0)
 
+    def stderr(self, values: np.ndarray) -> np.ndarray:
+        """Standard errors of the sampled (Kernel SHAP) Shapley values; zeros when exact.
+
+        The heteroscedasticity-consistent (sandwich) covariance of the weighted least-squares fit,
+        M (Zᵀ diag(w² r²) Z) Mᵀ with M = P A⁻¹, A = ZᵀWZ and P = I − A⁻¹11ᵀ/(1ᵀA⁻¹1) the projection
+        of the efficiency constraint, r the residuals of the additive fit on the sampled coalitions.
+
+        Parameters
+        ----------
+        values : ndarray of shape (n_coalitions, n_games)
+
+        Returns
+        -------
+        ndarray of shape (n_games, d)
+        """
+        v = np.asarray(values, dtype=np.float64).reshape(self.n_coalitions, -1)
+        if self.exact:
+            return np.zeros((v.shape[1], self.d))
+        Z = self.masks[2:].astype(np.float64)
+        w = shapley_kernel_weights(Z.sum(axis=1), self.d)
+        y = v[2:] - v[0][None, :]
+        r = y - Z @ self.solve(v).T                                   # (K, n_games) residuals
+        A = Z.T @ (w[:, None] * Z)
+        Ainv = np.linalg.pinv(A)
+        a1 = Ainv.sum(axis=1)
+        M = Ainv - np.outer(a1, a1) / a1.sum()                        # P A⁻¹ (symmetric)
+        G = (w[:, None] * Z) @ M                                      # (K, d)
+        return np.sqrt((r ** 2).T @ (G ** 2))
+
 
 def plan_coalitions(d: int, max_coalitions: int = 2048, rng: np.random.Generator | None = None) -> CoalitionPlan:
     """Exact enumeration when 2^d ≤ ``max_coalitions``, else ∅, Ω and unique sampled coalitions.

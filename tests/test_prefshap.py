@@ -317,7 +317,7 @@ def test_sampled_coalitions_converge_to_exact(data):
     XL, XR, y = make_duels(items6, m=60, seed=4)
     m = StandInGPM([f"x{i}" for i in range(6)], np.ones(6) * 1.3).fit(XL, XR, y)
     exact = explain_duels(m, XL[:8], XR[:8], reference_items=items6)
-    assert exact.extra["exact"]
+    assert exact.extra["exact"] and "stderr" not in exact.extra
     errs = []
     for budget in (12, 30, 63):
         runs = [explain_duels(m, XL[:8], XR[:8], reference_items=items6, max_coalitions=budget, random_state=s)
@@ -325,6 +325,7 @@ def test_sampled_coalitions_converge_to_exact(data):
         assert all(not r.extra["exact"] for r in runs)
         for r in runs:
             assert r.additivity_error().max() < 1e-10          # efficiency is a constraint
+            assert r.extra["estimator"] == "kernel-shap" and np.asarray(r.extra["stderr"]).shape == (8, 6)
         errs.append(np.mean([np.abs(r.values - exact.values).max() for r in runs]))
     assert errs[0] > errs[1] > errs[2]
     # 63 = all but one proper coalition … and with all 2^6 coalitions the WLS is exact

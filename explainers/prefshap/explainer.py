@@ -15,7 +15,7 @@ import torch
 from explainers._coalitions import CoalitionPlan, plan_coalitions
 from explainers._result import Explanation
 from explainers.prefshap.engine import _Engine, _masked_kernel, _pair_values, _Space, _unique_rows
-from explainers.prefshap.model import _check_matrix, _parts
+from explainers.prefshap.model import _check_matrix, _orientation, _outcome_sign, _parts
 from explainers._players import _players
 from learners.exceptions import InvalidInputError, check_param
 
@@ -200,6 +200,9 @@ class PrefSHAP:
         if plan is None:                                          # every player constant
             return phi, values[0].copy(), values[0].copy()
         phi[:, active] = plan.solve(values)
+        if not plan.exact:                                        # Kernel SHAP: sandwich standard errors
+            plan.last_stderr = np.zeros_like(phi)
+            plan.last_stderr[:, active] = plan.stderr(values)
         return phi, values[plan.empty_index].copy(), values[plan.full_index].copy()
 
     def _finish(self, method, phi, base, pred, names, data, t0, plan, dropped, pnames, extra=None) -> Explanation:
@@ -213,6 +216,8 @@ class PrefSHAP:
             "solver": self.solver,
         }
         info.update(extra or {})
+        if plan is not None and getattr(plan, "last_stderr", None) is not None:
+            info["stderr"], info["estimator"] = plan.last_stderr, "kernel-shap"
         self.last_stats = dict(info)
         return Explanation(values=phi, base_values=base, prediction=pred, feature_names=names, method=method,
                            model_name=self._p.model_name, model_version=self._p.model_version, data=data,
@@ -336,7 +341,7 @@ class PrefSHAP:
             U = _check_matrix("U", U, len(p.context_names))
             if U.shape[0] != XL.shape[0]:
                 raise InvalidInputError(f"U has {U.shape[0]} rows for {XL.shape[0]} duels; pass one context per duel.")
-        sign = self._outcome_sign(outcome, XL.shape[0])
+        sign = _outcome_sign(outcome, XL.shape[0])
         eng = self._engine()
         W = self._context_weights(eng, U)
         pnames, member, dropped, active, plan, masks = self._players_for(
@@ -346,27 +351,8 @@ class PrefSHAP:
         data = (XL - XR) @ member.T.astype(float)
         phi, pred, base, data = phi * sign[:, None], pred * sign, base * sign, data * sign[:, None]
         return self._finish("pref-shap", phi, base, pred, pnames, data, t0, plan, dropped, pnames,
-                            {"oriented": self._orientation(outcome, XL.shape[0]),
+                            {"oriented": _orientation(outcome, XL.shape[0]),
                              "context": "given" if U is not None else ("averaged" if p.kind == "cgpm" else "none")})
-
-    @staticmethod
-    def _orientation(outcome, P: int):
-        """``extra["oriented"]``: "winner-loser" (outcome ±1), "left-right" (no outcome, or a tie: a tie has
-        no winner and is not flipped); a per-duel list when a batch mixes both."""
-        if outcome is None:
-            return "left-right"
-        y = np.asarray(outcome).reshape(-1)
-        kinds = ["winner-loser" if v != 0 else "left-right" for v in y]
-        return kinds[0] if len(set(kinds)) == 1 else kinds
-
-    @staticmethod
-    def _outcome_sign(outcome, P: int) -> np.ndarray:
-        if outcome is None:
-            return np.ones(P)
-        y = np.asarray(outcome).reshape(-1)
-        if y.shape[0] != P or not np.all(np.isin(y, (-1, 0, 1))):
-            raise InvalidInputError(f"outcome must hold {P} values in {{+1, -1, 0}}; got {np.asarray(outcome)!r:.80}.")
-        return np.where(y == 0, 1.0, y.astype(float))
 
     # ------------------------------------------------------------------ Table 1, row 2
     def explain_items(self, X, opponents=None) -> Explanation:
@@ -482,7 +468,7 @@ class PrefSHAP:
         XL = _check_matrix("XL", XL, d); XR = _check_matrix("XR", XR, d)
         if not (U.shape[0] == XL.shape[0] == XR.shape[0]):
             raise InvalidInputError(f"U, XL, XR must have the same number of rows; got {U.shape[0]}, {XL.shape[0]}, {XR.shape[0]}.")
-        sign = self._outcome_sign(outcome, XL.shape[0])
+        sign = _outcome_sign(outcome, XL.shape[0])
         eng = self._engine()
         Xi = self._xi(eng, XL, XR)
         pnames, member, dropped, active, plan, masks = self._players_for(
@@ -490,7 +476,7 @@ class PrefSHAP:
         v = self._context_values(masks, U, Xi, eng, np.arange(U.shape[0]))
         phi, base, pred = self._shapley(plan, v, len(pnames), active)
         return self._finish("pref-shap-context", phi * sign[:, None], base * sign, pred * sign, pnames, U, t0,
-                            plan, dropped, pnames, {"task": "duel-context", "oriented": self._orientation(outcome, U.shape[0]),
+                            plan, dropped, pnames, {"task": "duel-context", "oriented": _orientation(outcome, U.shape[0]),
                                                     "reference_contexts": int(self._ref_u.shape[0])})
 
     def explain_contexts(self, U, XL_duels, XR_duels) -> Explanation:
@@ -569,7 +555,7 @@ class PrefSHAP:
         XL = _check_matrix("XL", XL, d); XR = _check_matrix("XR", XR, d)
         if XL.shape != XR.shape:
             raise InvalidInputError(f"XL and XR must have the same shape; got {XL.shape} and {XR.shape}.")
-        sign = self._outcome_sign(outcome, XL.shape[0])
+        sign = _outcome_sign(outcome, XL.shape[0])
         if reference_duels is None:
             Zref = np.concatenate([p.cl, p.cr], axis=1)
         else:

@@ -102,3 +102,22 @@ def _check_matrix(name: str, X, width: int, owner: str = "Pref-SHAP") -> np.ndar
         raise InvalidInputError(f"{owner}: {name} contains NaN or infinite values; impute or drop those rows.")
     return A
 
+
+def _orientation(outcome, P: int):
+    """``extra["oriented"]``: "winner-loser" (outcome ±1), "left-right" (no outcome, or a tie: a tie has
+    no winner and is not flipped); a per-duel list when a batch mixes both."""
+    if outcome is None:
+        return "left-right"
+    y = np.asarray(outcome).reshape(-1)
+    kinds = ["winner-loser" if v != 0 else "left-right" for v in y]
+    return kinds[0] if len(set(kinds)) == 1 else kinds
+
+
+def _outcome_sign(outcome, P: int) -> np.ndarray:
+    """Per-duel orientation sign: the outcome (±1), +1 for ties and without outcomes."""
+    if outcome is None:
+        return np.ones(P)
+    y = np.asarray(outcome).reshape(-1)
+    if y.shape[0] != P or not np.all(np.isin(y, (-1, 0, 1))):
+        raise InvalidInputError(f"outcome must hold {P} values in {{+1, -1, 0}}; got {np.asarray(outcome)!r:.80}.")
+    return np.where(y == 0, 1.0, y.astype(float))
