@@ -1,7 +1,7 @@
 """Every explanation method at the width of real catalogs: rate, latency, error against exact (issue 15).
 
 For Train (d = 4), an MCDA set (``mcda-swd``, d = 10) and Pokémon (d = 26, the 18 one-hot types grouped
-as one player) the capacity model and the GPM are fitted on the first ``--train`` events, then every
+as one player) the capacity model and the GPM (tennis, with 10 context features: the C-GPM) are fitted on the first ``--train`` events, then every
 registered preference-event method explains ``--events`` single events exactly as the explainer worker
 calls it (``fn(learner, [event], ctx)``, default budgets of :mod:`stream.settings`). Per method:
 
@@ -246,7 +246,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=30)
     ap.add_argument("--train", type=int, default=1500)
-    ap.add_argument("--datasets", default="train,mcda-swd,pokemon", help="comma-separated (default: all three)")
+    ap.add_argument("--datasets", default="train,mcda-swd,pokemon,tennis",
+                    help="comma-separated (default: the three widths and tennis with contexts)")
     ap.add_argument("--out", default=None, help="write explain_wide.md / .txt here (bench/results to commit)")
     args = ap.parse_args()
     rows: list = []
@@ -254,7 +255,8 @@ def main() -> None:
     t0 = time.perf_counter()
     load0 = os.getloadavg()
     for name in args.datasets.split(","):
-        bench_dataset(name, ["capacity", "gpm"], args.train, args.events, rows, checks)
+        models = ["capacity", "cgpm"] if name == "tennis" else ["capacity", "gpm"]   # tennis: contexts, C-GPM
+        bench_dataset(name, models, args.train, args.events, rows, checks)
     load1 = os.getloadavg()
     say("")
     say(f"## Per method (one core = thread CPU time; load average {load0[0]:.1f} at start, {load1[0]:.1f} at end; "
