@@ -298,7 +298,10 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             ``alpha``, ``k``, ``ties``, ``exact``, ``sample_size``, ``max_coalition_size``,
             ``n_catalog``, ``normalizer`` (Z of Eq. 8), per-item ``item_index``, ``rank`` (catalog
             rank of v), ``mean_rank``, ``qoi_value`` (plain QoI(v)), ``mean_qoi`` and
-            ``sample_base_value`` (α·mean over the rows actually used).
+            ``sample_base_value`` (α·mean over the rows actually used), ``estimator``
+            (``"exact"``, ``"reference-sample"`` or ``"permutation-sampling"``), ``n_coalitions``,
+            ``n_permutations`` and ``stderr`` (B, players) for sampled estimators, ``players``,
+            ``feature_groups`` and ``tie_tolerance``. ``values`` and ``feature_names`` are per player.
 
         Raises
         ------
@@ -405,6 +408,8 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             Divide the contributions by 2 and set ``base = α·(q(u)+q(v))/2``: the reference
             distribution uniform on ``{u, v}`` of Section 5's efficiency statement ("sum to half
             the rank difference").
+        seed : int or numpy Generator, optional
+            Randomness of the sampled orders (only above ``max_exact_players`` players).
 
         Returns
         -------
@@ -413,7 +418,8 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
             ``base_values`` = α·q(u) (or the pair mean with ``halve``), ``data`` = ``v − u``
             features difference, ``extra`` with ``qoi``, ``alpha``, ``pair_index`` (P, 2),
             ``rank`` (P,) and ``rank_other`` (P,) catalog ranks, ``qoi_value``, ``qoi_other``,
-            ``outcome_difference`` = α·(q(v) − q(u)).
+            ``outcome_difference`` = α·(q(v) − q(u)); ``estimator``, ``stderr`` (sampled orders above
+            ``max_exact_players``), ``players``, ``feature_groups``, ``tie_tolerance`` as in :meth:`explain`.
 
         Raises
         ------
