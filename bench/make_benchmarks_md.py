@@ -24,6 +24,7 @@ ORDER = [
     ("distributional", "Distributional values: closed form vs Monte Carlo (paper 003)", "bench/distributional.py"),
     ("mainjob", "The main job on the Pokémon stream", "bench/mainjob.py"),
     ("clicklog", "Counterfactual learning from click logs: naive vs IPS vs oracle; Open Bandit off-policy", "bench/clicklog.py"),
+    ("explain_wide", "Every explanation method at catalog width (d = 4, 10, 26)", "bench/explain_wide.py"),
 ]
 
 

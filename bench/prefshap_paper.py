@@ -343,7 +343,7 @@ def main(argv=None):
     out = _Tee()
     cmd = "python bench/prefshap_paper.py " + " ".join(argv if argv is not None else sys.argv[1:])
     out(f"# {cmd.strip()}")
-    md = ["## Pref-SHAP (explainers/prefshap.py)", "", f"Reproduce: `OMP_NUM_THREADS=2 {cmd.strip()}`", ""]
+    md = ["## Pref-SHAP (explainers/prefshap/)", "", f"Reproduce: `OMP_NUM_THREADS=2 {cmd.strip()}`", ""]
     res = synthetic(args, out, md)
     if not args.no_real:
         real_data(args, out, md)

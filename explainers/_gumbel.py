@@ -1,9 +1,9 @@
 """Gumbel-max coupling of two categorical distributions in closed form, in log space.
 
 Two categorical random variables ``X = argmax_j(α_j + ε_j)`` and ``Y = argmax_j(β_j + ε_j)``
-driven by the *same* i.i.d. standard Gumbel noise ``ε`` (the "noise sharing" of paper 003,
+driven by the *same* i.i.d. standard Gumbel noise ``ε`` (the "noise sharing" of Franceschi et al. 2024,
 Definition 3.1 and Remark 3.6) have the joint table ``P[r, s] = P(X = r, Y = s)`` given by
-Lemma 3.7 of paper 003 (Franceschi et al., *Explaining probabilistic models with distributional
+Lemma 3.7 of Franceschi, Donini, Archambeau & Seeger (2024) (*Explaining probabilistic models with distributional
 values*), derived in its Appendix B:
 
 * sort the classes so that ``ν = α − β`` is non-increasing (``ν_1 ≥ … ≥ ν_d``, App. B.1);
@@ -140,7 +140,7 @@ def log_gumbel_max_coupling(alpha, beta) -> np.ndarray:
     """Log joint table of two categorical variables coupled by shared Gumbel noise.
 
     ``out[..., r, s] = log P(argmax_j(α_j + ε_j) = r, argmax_j(β_j + ε_j) = s)`` with
-    ``ε ~ Gumbel(0, 1)^d`` shared, from the closed form of paper 003, Lemma 3.7 / Appendix B
+    ``ε ~ Gumbel(0, 1)^d`` shared, from the closed form of Franceschi et al. 2024, Lemma 3.7 / Appendix B
     (Eq. 15 and the diagonal of App. B.3), computed entirely in log space.
 
     Parameters
@@ -184,7 +184,7 @@ _FAST_MAX_LOG_C = 600.0
 def gumbel_max_coupling(alpha, beta) -> np.ndarray:
     """Joint table ``P[..., r, s] = P(X = r, Y = s)`` of the Gumbel-max coupling (probabilities).
 
-    Same closed form as :func:`log_gumbel_max_coupling` (paper 003, Lemma 3.7, Appendix B; see
+    Same closed form as :func:`log_gumbel_max_coupling` (Franceschi et al. 2024, Lemma 3.7, Appendix B; see
     there for parameters and errors). Rows sum to ``softmax(alpha)``, columns to ``softmax(beta)``.
 
     Notes
@@ -259,7 +259,7 @@ def log_gumbel_max_stay_probability(alpha, beta) -> np.ndarray:
 
 
 def bernoulli_comonotone_coupling(p_x, p_y) -> np.ndarray:
-    """Joint table of two Bernoulli variables coupled comonotonically (paper 003, Sec. 3.1).
+    """Joint table of two Bernoulli variables coupled comonotonically (Franceschi et al. 2024, Sec. 3.1).
 
     ``X = 1{U ≤ p_x}``, ``Y = 1{U ≤ p_y}`` with one shared ``U ~ U(0, 1)``; this is also the
     Gumbel-max coupling of two 2-class categoricals (the logistic difference of two Gumbels), so

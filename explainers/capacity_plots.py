@@ -2,7 +2,7 @@
 
 Fed by the :class:`~explainers._result.Explanation` objects of :mod:`explainers.capacity`
 (methods ``"capacity-shapley"`` and ``"capacity-interaction"``). matplotlib is imported lazily
-with the ``Agg`` backend; each function returns the Figure and saves it when ``path`` is given.
+(:mod:`explainers._plotting`); each function returns the Figure and saves it when ``path`` is given.
 """
 
 from __future__ import annotations
@@ -13,17 +13,9 @@ import numpy as np
 
 from explainers._result import Explanation
 from explainers.exceptions import InvalidInputError
+from explainers._plotting import pyplot as _plt
 
 __all__ = ["interaction_heatmap", "shapley_bars"]
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _save(fig, path):

@@ -1,12 +1,12 @@
 """Plots of distributional values, fed by an :class:`~explainers._result.Explanation`.
 
 * :func:`plot_transition_heatmap` — the from-class × to-class table ``q_i(e_r − e_s)`` of one
-  feature (paper 003, Eq. 7 and Figure 2 style), diagonal ("no change") shown separately.
+  feature (Franceschi et al. 2024, Eq. 7 and Figure 2 style), diagonal ("no change") shown separately.
 * :func:`plot_importance_bars` — mean (the standard value, Prop. 3.9(i)) with ± one standard
   deviation of the distributional value, and the overall importance ι (Eq. 6), like the paper's
   Figure 6 (Adult case study).
 
-matplotlib is imported lazily with the ``Agg`` backend.
+matplotlib is imported lazily (:mod:`explainers._plotting`).
 """
 
 from __future__ import annotations
@@ -15,19 +15,11 @@ import numpy as np
 
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError
+from explainers._plotting import pyplot as _plt
 
 __all__ = ["plot_transition_heatmap", "plot_importance_bars"]
 
 _METHODS = ("distributional-bernoulli", "distributional-categorical", "distributional-gaussian")
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _check(expl, need_transition: bool = False) -> None:

@@ -1,7 +1,7 @@
-"""Plots of :class:`explainers._result.Explanation` objects (bar and beeswarm, paper 000 Figs 2–4).
+"""Plots of :class:`explainers._result.Explanation` objects (bar and beeswarm, Hu et al. 2022 Figs 2–4).
 
 Every function takes an ``Explanation`` (any method: Pref-SHAP, linear, capacity, ShaRP, …),
-imports matplotlib lazily with the ``Agg`` backend, draws on a given ``ax`` or a new figure, and
+imports matplotlib lazily (:mod:`explainers._plotting`), draws on a given ``ax`` or a new figure, and
 returns the ``matplotlib.axes.Axes`` (or the ``Figure`` for :func:`summary`). Computation lives in
 the explainers; these functions only read ``values``, ``data`` and ``feature_names``.
 
@@ -20,17 +20,9 @@ import numpy as np
 
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError
+from explainers._plotting import pyplot as _plt
 
-__all__ = ["bar", "beeswarm", "summary"]
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+__all__ = ["bar", "beeswarm", "errorbars", "standard_errors", "summary"]
 
 
 def _check(expl) -> np.ndarray:
@@ -159,7 +151,7 @@ def beeswarm(expl: Explanation, ax=None, max_display: int = 10, title: str | Non
 
 def summary(expl: Explanation, path: str | None = None, max_display: int = 10, title: str | None = None,
             dpi: int = 110):
-    """Bar plot of mean |φ| and beeswarm side by side (the layout of paper 000, Figs 2–4).
+    """Bar plot of mean |φ| and beeswarm side by side (the layout of Hu et al. 2022, Figs 2–4).
 
     Parameters
     ----------
@@ -187,3 +179,43 @@ def summary(expl: Explanation, path: str | None = None, max_display: int = 10, t
         fig.savefig(path, dpi=dpi)
         plt.close(fig)
     return fig
+
+
+def standard_errors(expl: Explanation) -> np.ndarray | None:
+    """Per-feature standard errors of a sampled explanation, shape like ``values``; None when exact.
+
+    Read from ``extra["stderr"]`` (ShaRP sampling) or ``extra["mean_stderr"]`` (distributional Monte
+    Carlo; for a categorical value the column of ``extra["target"]``).
+    """
+    se = expl.extra.get("stderr", expl.extra.get("mean_stderr"))
+    if se is None:
+        return None
+    se = np.asarray(se, dtype=np.float64)
+    v = np.asarray(expl.values)
+    if se.ndim == v.ndim + 1 and "target" in expl.extra:          # categorical: (…, d, k) → target class
+        se = np.take(se, int(np.ravel(expl.extra["target"])[0]), axis=-1)
+    return se.reshape(v.shape) if se.size == v.size else None
+
+
+def errorbars(expl: Explanation, i: int = 0, ax=None, max_display: int = 20, z: float = 1.96, title: str | None = None):
+    """Values of instance ``i`` with ± ``z`` standard errors (sampled estimators), largest |φ| on top.
+
+    Exact explanations are drawn without bars. Returns the Axes.
+    """
+    v = _check(expl)
+    se = standard_errors(expl)
+    row = v[i]
+    err = None if se is None else np.atleast_2d(se)[i]
+    order = np.argsort(-np.abs(row), kind="stable")[:max_display][::-1]
+    plt = _plt()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 0.35 * len(order) + 1.3))
+    names = [expl.feature_names[j] for j in order]
+    ax.barh(names, row[order], xerr=None if err is None else z * err[order], color="#4c72b0",
+            ecolor="#333333", capsize=3)
+    ax.axvline(0.0, color="grey", lw=0.6)
+    est = expl.extra.get("estimator", "exact")
+    ax.set_xlabel(f"φ ± {z:g} s.e." if err is not None else "φ (exact)")
+    ax.set_title(title or f"{expl.method} ({est})")
+    return ax
+

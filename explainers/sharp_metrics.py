@@ -1,4 +1,4 @@
-"""Metrics for ranking explanations (paper 001, Section 6): fidelity, agreement, sensitivity.
+"""Metrics for ranking explanations (Pliatsika et al. 2024, Section 6): fidelity, agreement, sensitivity.
 
 * **Fidelity** (Eq. 8): ``F(g, v) = 1 − |QoI(v) − (E[QoI] + Σ_i g(i, v))| / Z`` — how well the
   explanation reconstructs the outcome from the mean outcome (efficiency); ``Z`` is the largest
@@ -58,7 +58,7 @@ def _pair(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
 
 # --------------------------------------------------------------------------- fidelity
 def fidelity(values: Any, base_values: Any, prediction: Any, normalizer: float) -> np.ndarray:
-    """Per-item explanation fidelity, Eq. 8 of paper 001.
+    """Per-item explanation fidelity, Eq. 8 of Pliatsika et al. 2024.
 
     ``F = 1 − |prediction − (base_values + Σ_i values_i)| / normalizer``: the outcome
     reconstructed from the mean outcome and the contributions (efficiency), compared with the

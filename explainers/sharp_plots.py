@@ -1,4 +1,4 @@
-"""Plots of ShaRP explanations (paper 001, Section 7.2), fed by :class:`~explainers._result.Explanation`.
+"""Plots of ShaRP explanations (Pliatsika et al. 2024, Section 7.2), fed by :class:`~explainers._result.Explanation`.
 
 * :func:`waterfall` — one item: from the mean outcome, each feature's contribution, to the item's
   outcome (Figure 2). For ``"sharp-rank"`` the axis is the rank itself (lower = better): the walk
@@ -9,7 +9,7 @@
 * :func:`pairwise_bars` — contributions of a pairwise explanation from the first item's point of
   view (Figures 4c, 4d).
 
-matplotlib is imported lazily with the ``Agg`` backend; every function returns the
+matplotlib is imported lazily (:mod:`explainers._plotting`); every function returns the
 ``matplotlib.figure.Figure`` and saves it when ``path`` is given.
 """
 
@@ -22,19 +22,11 @@ import numpy as np
 from explainers._result import Explanation
 from explainers.exceptions import InvalidInputError
 from explainers.sharp import rank_strata
+from explainers._plotting import pyplot as _plt
 
 __all__ = ["pairwise_bars", "strata_boxplot", "waterfall"]
 
 POS, NEG = "#d62728", "#1f77b4"
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _save(fig: Any, path: Any) -> Any:
@@ -51,7 +43,7 @@ def _check(expl: Any, methods: tuple[str, ...]) -> None:
 
 
 def waterfall(expl: Explanation, i: int = 0, path: Any = None, title: str | None = None) -> Any:
-    """Waterfall plot of one explained item (Figure 2 of paper 001).
+    """Waterfall plot of one explained item (Figure 2 of Pliatsika et al. 2024).
 
     Parameters
     ----------

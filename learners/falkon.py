@@ -34,6 +34,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from learners.cg import conjugate_gradient  # noqa: F401  (one CG for the project; re-exported)
+
 from learners.exceptions import InvalidInputError, InvalidParameterError, NotFittedError, check_param
 
 __all__ = ["Falkon", "KnMOperator", "conjugate_gradient", "default_n_centres", "select_centres"]
@@ -108,37 +110,6 @@ class KnMOperator:
                 t = t * w[s:e]
             out += K.T @ t
         return out
-
-
-def conjugate_gradient(op: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor, x0: torch.Tensor | None = None,
-                       max_iter: int = 100, tol: float = 1e-10) -> tuple[torch.Tensor, int]:
-    """Conjugate gradient for a symmetric positive (semi-)definite operator.
-
-    Stops when ``‖r‖ ≤ tol · ‖b‖`` or after ``max_iter`` iterations. Returns ``(x, iterations)``.
-    """
-    x = torch.zeros_like(b) if x0 is None else x0.clone()
-    r = b - op(x) if x0 is not None else b.clone()
-    bnorm = float(torch.linalg.vector_norm(b))
-    if bnorm == 0.0:
-        return torch.zeros_like(b), 0
-    p = r.clone()
-    rs = float(r @ r)
-    it = 0
-    for it in range(1, max_iter + 1):
-        if math.sqrt(rs) <= tol * bnorm:
-            it -= 1
-            break
-        Ap = op(p)
-        pAp = float(p @ Ap)
-        if pAp <= 0.0:  # semi-definite null direction: nothing more to gain
-            break
-        a = rs / pAp
-        x.add_(p, alpha=a)
-        r.sub_(Ap, alpha=a)
-        rs_new = float(r @ r)
-        p.mul_(rs_new / rs).add_(r)
-        rs = rs_new
-    return x, it
 
 
 def _chol_lower(A: torch.Tensor, jitter: float) -> torch.Tensor:

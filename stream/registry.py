@@ -85,6 +85,9 @@ class ExplainContext:
         Per-worker generator for sampling explainers.
     params : dict
         Per-method options from the explain request (e.g. ``{"k": 5}``), possibly empty.
+    budgets : dict
+        Explanation budgets from the settings (``exact_players``, ``max_coalitions``,
+        ``reference_size``); empty = the explainers' defaults.
 
     Examples
     --------
@@ -99,6 +102,7 @@ class ExplainContext:
     catalog: Any = None
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     params: dict = field(default_factory=dict)
+    budgets: dict = field(default_factory=dict)
 
     def background_arrays(self, feature_names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Background items as arrays ``(X_left, X_right)`` of shape (n_background, n_features).

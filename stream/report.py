@@ -186,6 +186,9 @@ def _plots_for(expl: Explanation, last: Explanation, last_batch: Explanation) ->
         plots.append(("Shapley importance (latest snapshot)", lambda p: _call("explainers.capacity_plots", "shapley_bars")(last, path=p)))
     elif m == "capacity-interaction":
         plots.append(("interaction indices (latest snapshot)", lambda p: _call("explainers.capacity_plots", "interaction_heatmap")(last, path=p)))
+    if any(k in last.extra for k in ("stderr", "mean_stderr")):
+        plots.append(("latest explanation with ± 1.96 standard errors (sampled estimator)",
+                      _fig_saver(_call("explainers.plots", "errorbars"), last_batch, 0)))
     plots.append(("mean |value| per feature (all explanations)", lambda p: _mean_abs_bars(expl, p)))
     return plots
 

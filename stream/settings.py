@@ -123,6 +123,14 @@ class Settings:
                                     lo=0.0, hi=1.0)
     explain_max_queue: int = _f(1000, "Pending explanations beyond this are dropped (and counted).", "int", lo=1)
     seed: int = _f(0, "Seed of the explainer's sampling RNG.", "int", lo=0)
+    explain_exact_players: int = _f(10, "Shapley-type explainers enumerate all coalitions up to this many players "
+                                    "(one-hot groups count as one player above it); beyond, they sample.", "int",
+                                    lo=1, hi=20)
+    explain_max_coalitions: int = _f(2048, "Coalition budget per explanation of a sampled estimator (Pref-SHAP "
+                                     "Kernel SHAP coalitions, distributional Monte Carlo evaluations, ShaRP "
+                                     "permutations × players).", "int", lo=16)
+    explain_reference_size: int = _f(128, "Reference sample of the explainers: catalog items for Pref-SHAP's "
+                                     "conditional mean embeddings and ShaRP's marginal removal.", "int", lo=2)
     # ------------------------------------------------------------------- operations
     metrics_port: int | None = _f(None, "Prometheus port for this worker; None = the role default below.",
                                   "opt_int", lo=0, hi=65535)

@@ -142,3 +142,24 @@ def test_plan_coalitions_exact_and_params():
     assert not q.exact and q.masks[0].sum() == 0 and q.masks[1].all()
     with pytest.raises(InvalidParameterError, match="max_coalitions"):
         plan_coalitions(4, 2)
+
+
+def test_kernel_shap_standard_errors_cover_the_exact_values():
+    rng = np.random.default_rng(7)
+    d = 10
+    Z = all_coalitions(d).astype(float)
+    w = rng.normal(size=d)
+    inter = rng.normal(scale=0.3, size=(d, d))
+    v = Z @ w + 0.5 * np.einsum("ki,ij,kj->k", Z, np.triu(inter, 1), Z) + 0.2 * np.sin(Z @ rng.normal(size=d))
+    exact = exact_shapley(v, d)
+    zs = []
+    for seed in range(6):
+        plan = plan_coalitions(d, 400, np.random.default_rng(seed))
+        codes = (plan.masks.astype(np.int64) << np.arange(d)).sum(axis=1)
+        phi = plan.solve(v[codes][:, None])[0]
+        se = plan.stderr(v[codes][:, None])[0]
+        assert se.shape == (d,) and np.all(se > 0)
+        zs.append(np.abs(phi - exact) / se)
+    assert np.mean(np.concatenate(zs) <= 3) >= 0.9
+    exact_plan = plan_coalitions(4, 64)
+    assert np.all(exact_plan.stderr(np.ones((16, 2))) == 0)

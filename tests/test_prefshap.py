@@ -317,7 +317,7 @@ def test_sampled_coalitions_converge_to_exact(data):
     XL, XR, y = make_duels(items6, m=60, seed=4)
     m = StandInGPM([f"x{i}" for i in range(6)], np.ones(6) * 1.3).fit(XL, XR, y)
     exact = explain_duels(m, XL[:8], XR[:8], reference_items=items6)
-    assert exact.extra["exact"]
+    assert exact.extra["exact"] and "stderr" not in exact.extra
     errs = []
     for budget in (12, 30, 63):
         runs = [explain_duels(m, XL[:8], XR[:8], reference_items=items6, max_coalitions=budget, random_state=s)
@@ -325,6 +325,7 @@ def test_sampled_coalitions_converge_to_exact(data):
         assert all(not r.extra["exact"] for r in runs)
         for r in runs:
             assert r.additivity_error().max() < 1e-10          # efficiency is a constraint
+            assert r.extra["estimator"] == "kernel-shap" and np.asarray(r.extra["stderr"]).shape == (8, 6)
         errs.append(np.mean([np.abs(r.values - exact.values).max() for r in runs]))
     assert errs[0] > errs[1] > errs[2]
     # 63 = all but one proper coalition … and with all 2^6 coalitions the WLS is exact
@@ -346,6 +347,24 @@ def test_outcome_orients_winner_loser(data, gpm):
     np.testing.assert_allclose(o.values, e.values * y[:10, None], atol=1e-14)
     np.testing.assert_allclose(o.data, (XL[:10] - XR[:10]) * y[:10, None])
     assert o.additivity_error().max() < 1e-10
+
+
+def test_a_tie_is_not_oriented_and_the_record_says_so(data, gpm):
+    """Issue 12, finding 9: an outcome of 0 has no winner; values stay left-vs-right and extra agrees."""
+    items, XL, XR, y = data
+    plain = explain_duels(gpm, XL[:4], XR[:4], reference_items=items)
+    tie = explain_duels(gpm, XL[:1], XR[:1], reference_items=items, outcome=[0])
+    assert tie.extra["oriented"] == "left-right"
+    np.testing.assert_allclose(tie.values, plain.values[:1], atol=1e-14)
+    mixed_y = np.array([1, 0, -1, 0])
+    mixed = explain_duels(gpm, XL[:4], XR[:4], reference_items=items, outcome=mixed_y)
+    assert mixed.extra["oriented"] == ["winner-loser", "left-right", "winner-loser", "left-right"]
+    np.testing.assert_allclose(mixed.values, plain.values * np.where(mixed_y == 0, 1, mixed_y)[:, None], atol=1e-14)
+    recs = mixed.to_records(instance_ids=["a", "b", "c", "d"])
+    assert [r["extra"]["oriented"] for r in recs] == mixed.extra["oriented"]
+    for r, yy, row in zip(recs, mixed_y, range(4)):    # data = x_winner − x_loser only where there is a winner
+        want = (XL[row] - XR[row]) * (yy if yy else 1)
+        np.testing.assert_allclose(r["data"], want)
 
 
 def test_items_task_is_mean_of_duels(data, gpm):

@@ -12,6 +12,7 @@ import pytest
 
 from explainers.exceptions import BudgetError, InvalidInputError, InvalidParameterError
 from explainers.sharp import (
+    TIE_RTOL,
     SharpExplainer,
     _RankCounter,
     catalog_ranks,
@@ -56,8 +57,13 @@ def small_catalog(n=30, d=4, seed=0, ties=True):
 
 # --------------------------------------------------------------------------- brute-force oracle
 def brute_force(f, X, j, qoi, ties="min", k=None, exclude=True, c=None, ref=None):
-    """Eq. 3/4/6 literally: every S, every reference row, D' = D \\ {v} ∪ {x}, ranks by counting."""
+    """Eq. 3/4/6 literally: every S, every reference row, D' = D \\ {v} ∪ {x}, ranks by counting.
+
+    Scores closer than the documented tie tolerance (TIE_RTOL × score range + 16 ulps of max |s|) count
+    as ties, as in the explainer (issue 12, finding 8)."""
     n, d = X.shape
+    all_s = f(X)
+    tol = TIE_RTOL * (all_s.max() - all_s.min()) + 16 * np.finfo(float).eps * np.abs(all_s).max()
     c = d - 1 if c is None else c
     v = X[j]
     others = [i for i in range(n) if (i != j or not exclude)]
@@ -67,7 +73,7 @@ def brute_force(f, X, j, qoi, ties="min", k=None, exclude=True, c=None, ref=None
 
     def q(x):
         s = f(x[None])[0]
-        gt, ge = (cs > s).sum(), (cs >= s).sum()
+        gt, ge = (cs > s + tol).sum(), (cs >= s - tol).sum()
         r = {"min": 1 + gt, "max": 1 + ge, "average": 1 + (gt + ge) / 2}[ties]
         return {"score": s, "rank": r, "topk": float(r <= (k or 0))}[qoi]
 
@@ -153,7 +159,8 @@ def test_agrees_with_xai_sharp_exact(qoi, scorer):
     f = lin([0.4, 0.3, 0.2, 0.1]) if scorer == "linear" else nonlinear
     k_xai = 6
     lib = xai(qoi, f, X, **({"top_k": k_xai} if qoi == "topk" else {}))
-    ours = SharpExplainer(f, X, ties="max").explain(
+    # xai-sharp compares scores exactly: tie_rtol=0 reproduces that (rounding noise and all)
+    ours = SharpExplainer(f, X, ties="max", tie_rtol=0).explain(
         np.arange(X.shape[0]), qoi, k=k_xai + 1 if qoi == "topk" else None, exclude_item=False)
     ref = np.array([lib.individual(i, X) for i in range(X.shape[0])], dtype=float)
     assert np.abs(ours.values - ref).max() <= 1e-9
@@ -167,7 +174,7 @@ def test_agrees_with_xai_sharp_truncated_coalitions(qoi):
     X = small_catalog(n=25, d=4, seed=2)
     f = nonlinear
     lib = xai(qoi, f, X, coalition_size=1, **({"top_k": 5} if qoi == "topk" else {}))
-    ours = SharpExplainer(f, X, ties="max").explain(np.arange(10), qoi, k=6 if qoi == "topk" else None,
+    ours = SharpExplainer(f, X, ties="max", tie_rtol=0).explain(np.arange(10), qoi, k=6 if qoi == "topk" else None,
                                                    exclude_item=False, max_coalition_size=1)
     ref = np.array([lib.individual(i, X) for i in range(10)], dtype=float)
     assert np.abs(ours.values - ref).max() <= 1e-9
@@ -181,7 +188,7 @@ def test_agrees_with_xai_sharp_pairwise(qoi):
     ranks = catalog_ranks(f(X))
     order = np.argsort(ranks, kind="stable")
     pairs = np.array([(order[3], order[12]), (order[12], order[3]), (order[0], order[29]), (2, 5), (order[7], order[9])])
-    ours = SharpExplainer(f, X, ties="max").explain_pairwise(pairs, qoi, k=9 if qoi == "topk" else None)
+    ours = SharpExplainer(f, X, ties="max", tie_rtol=0).explain_pairwise(pairs, qoi, k=9 if qoi == "topk" else None)
     ref = np.array([lib.pairwise(X[a], X[b]) for a, b in pairs], dtype=float)
     assert np.abs(ours.values - ref).max() <= 1e-9
     assert np.abs(ref).max() > 0
@@ -404,8 +411,8 @@ def test_bad_input_raises_clear_errors():
         SharpExplainer(lambda A: np.full(A.shape[0], np.nan), FIG1_X)
     with pytest.raises(InvalidInputError, match="feature names"):
         SharpExplainer(f, FIG1_X, feature_names=["a"])
-    with pytest.raises(BudgetError):
-        SharpExplainer(lambda A: A.sum(1), np.ones((3, 21)))
+    with pytest.raises(BudgetError):                 # above 62 players: group features first
+        SharpExplainer(lambda A: A.sum(1), np.ones((3, 63)))
     ex = SharpExplainer(f, FIG1_X)
     with pytest.raises(InvalidParameterError, match="qoi"):
         ex.explain([0], "ndcg")
@@ -476,6 +483,7 @@ def test_reference_means_match_explicit_tables(ties, exclude):
     f = lin([0.5, 0.3, 0.2])
     s = f(X)
     ex = SharpExplainer(f, X, ties=ties)
+    tol = ex.tol                       # documented tie tolerance (issue 12, finding 8)
     for ref in (None, [0, 2, 5, 6, 9, 13, 15]):
         R = list(range(16)) if ref is None else ref
         for qoi, k in (("rank", None), ("score", None), ("topk", 4), ("topk", 7)):
@@ -485,12 +493,12 @@ def test_reference_means_match_explicit_tables(ties, exclude):
                 rows = [u for u in R if u != j or not exclude]
 
                 def rank(u):
-                    gt = sum(s[w] > s[u] for w in cat)
-                    ge = sum(s[w] >= s[u] for w in cat)
+                    gt = sum(s[w] > s[u] + tol for w in cat)
+                    ge = sum(s[w] >= s[u] - tol for w in cat)
                     return {"min": 1 + gt, "max": 1 + ge, "average": 1 + (gt + ge) / 2}[ties]
 
                 ranks = np.array([rank(u) for u in rows], float)
                 q = {"rank": ranks, "score": s[rows], "topk": (ranks <= (k or 0)).astype(float)}[qoi]
-                assert e.extra["mean_qoi"][j] == pytest.approx(q.mean(), abs=1e-12)
+                assert e.extra["mean_qoi"][j] == pytest.approx(q.mean(), abs=1e-12 + tol)
                 assert e.extra["mean_rank"][j] == pytest.approx(ranks.mean(), abs=1e-12)
             assert e.additivity_error().max() < 1e-9

@@ -1,43 +1,70 @@
 """Explanation budgets: how much work one explanation may take in the stream.
 
-Data with more than :data:`EXACT_MAX_PLAYERS` features have their one-hot groups
-(:mod:`stream.plugins.groups`) explained as one player each by Pref-SHAP and the distributional
-values (Pref-SHAP then runs in float32). Up to :data:`EXACT_MAX_PLAYERS` players every coalition
-is enumerated (2^10 = 1024); above, Pref-SHAP samples :data:`WIDE_PREFSHAP_COALITIONS` unique
-coalitions (Algorithm 2 of Hu, Chau et al. 2022) and distributional values use Monte Carlo
-within about :data:`COALITION_BUDGET` coalition evaluations (≈ budget / 2d permutations).
-ShaRP refuses more than 20 features (the worker counts the call as skipped).
+The settings ``explain_exact_players``, ``explain_max_coalitions`` and ``explain_reference_size``
+reach the explainers as ``ctx.budgets`` (:func:`budgets` fills in the defaults below), and every
+record's ``extra["budgets"]`` says what was used (:func:`with_budgets`). Data with more than
+``exact_players`` features have their one-hot groups (:mod:`stream.plugins.groups`) explained as
+one player each by Pref-SHAP, ShaRP and the distributional values. Up to ``exact_players``
+players (or while 2^players ≤ ``max_coalitions``) every coalition is enumerated (exact); above,
+Pref-SHAP samples ``max_coalitions`` unique coalitions (Kernel SHAP, Hu, Chau et al. 2022,
+Algorithm 2), the distributional values use Monte Carlo within about ``max_coalitions``
+coalition evaluations, and ShaRP samples permutations of the players (``extra.estimator`` =
+``"permutation-sampling"``, with standard errors). The reference sample (Pref-SHAP's CME
+catalog, ShaRP's removal distribution) has ``reference_size`` items.
 
 Examples
 --------
 >>> dist_options(4)
 {'method': 'exact'}
 >>> dist_options(26)
-{'method': 'monte-carlo', 'n_samples': 39}
+{'method': 'monte-carlo', 'n_samples': 75}
+>>> budgets(None)["max_coalitions"]
+2048
 """
 
 from __future__ import annotations
 
-__all__ = ["COALITION_BUDGET", "EXACT_MAX_PLAYERS", "WIDE_PREFSHAP_COALITIONS", "dist_options"]
+__all__ = ["COALITION_BUDGET", "EXACT_MAX_PLAYERS", "REFERENCE_SIZE", "budgets", "dist_options", "with_budgets"]
 
-#: Players up to which every coalition is enumerated.
+#: Players up to which every coalition is enumerated (default of ``explain_exact_players``).
 EXACT_MAX_PLAYERS = 10
-#: Unique coalitions Pref-SHAP samples for wider data.
-WIDE_PREFSHAP_COALITIONS = 512
-#: Coalition evaluations per Monte Carlo distributional-value call.
+#: Coalition evaluations per sampled call (default of ``explain_max_coalitions``).
 COALITION_BUDGET = 2048
+#: Reference items (default of ``explain_reference_size``).
+REFERENCE_SIZE = 128
 
 
-def dist_options(d: int) -> dict:
+def budgets(ctx) -> dict:
+    """The explanation budgets of this call: the settings (``ctx.budgets``) over the module defaults.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> budgets(SimpleNamespace(budgets={"exact_players": 12}))["exact_players"]
+    12
+    """
+    b = {"exact_players": EXACT_MAX_PLAYERS, "max_coalitions": COALITION_BUDGET, "reference_size": REFERENCE_SIZE}
+    b.update({k: int(v) for k, v in (getattr(ctx, "budgets", None) or {}).items() if k in b})
+    return b
+
+
+def dist_options(d: int, budget: dict | None = None) -> dict:
     """``method`` / ``n_samples`` keywords for distributional values of a ``d``-player game within the budget.
 
     Examples
     --------
-    >>> dist_options(EXACT_MAX_PLAYERS)["method"], dist_options(EXACT_MAX_PLAYERS + 1)["method"]
+    >>> dist_options(11)["method"], dist_options(12)["method"]    # 2^11 coalitions fit the default budget
     ('exact', 'monte-carlo')
     >>> dist_options(200)["n_samples"]      # never fewer than 16 samples
     16
     """
-    if d <= EXACT_MAX_PLAYERS:
+    b = budget or budgets(None)
+    if d <= b["exact_players"] or 2 ** d <= b["max_coalitions"]:
         return {"method": "exact"}
-    return {"method": "monte-carlo", "n_samples": max(16, COALITION_BUDGET // (2 * d))}
+    return {"method": "monte-carlo", "n_samples": max(16, b["max_coalitions"] // (d + 1))}
+
+
+def with_budgets(e, budget: dict):
+    """Record the budgets an explanation ran under in its ``extra`` (returns ``e``)."""
+    e.extra["budgets"] = dict(budget)
+    return e

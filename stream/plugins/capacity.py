@@ -29,9 +29,9 @@ import numpy as np
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError, InvalidParameterError
 from stream.example_arrays import reference_items, side_array
-from stream.plugins.budgets import dist_options
+from stream.plugins.budgets import budgets, dist_options, with_budgets
 from stream.plugins.common import construct, require_trained, tile
-from stream.plugins.groups import on_features, players
+from stream.plugins.groups import groups_of, on_features, players
 
 __all__ = ["capacity_factory", "capacity_interaction", "capacity_loader", "capacity_shapley", "margin_bernoulli",
            "merge_capacity", "sharp_pairwise", "sharp_rank"]
@@ -151,27 +151,44 @@ def capacity_interaction(learner, examples, ctx) -> Explanation:
 
 
 def _sharp_catalog(learner, examples, ctx):
+    """The ShaRP explainer of a batch: a catalog of reference items plus the events' items.
+
+    Exact ShaRP scores ``2^players × catalog`` hybrid rows per explained item; the catalog is the
+    reference sample, cut to ``12 · max_coalitions / 2^players`` items (at least 16) when that is
+    smaller than ``reference_size`` (Pokémon, 9 players: 48 items), so exact enumeration fits the
+    budget. Above ``exact_players`` players (at most 20) orders are sampled (``n_permutations`` =
+    ``max_coalitions / players``).
+    """
     from explainers.sharp import SharpExplainer, learner_score_fn
 
+    b = budgets(ctx)
     names = list(learner.feature_names)
-    ref = reference_items(ctx, names)
+    groups = groups_of(names, b["exact_players"])
+    n_players = len(names) - sum(len(g) - 1 for g in groups.values())
+    exact_players = min(b["exact_players"], 20)
+    limit = b["reference_size"]
+    if n_players <= exact_players:
+        limit = min(limit, max(16, (12 * b["max_coalitions"]) >> n_players))
+    ref = reference_items(ctx, names, limit=limit)
     XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
     X = np.concatenate([ref, XL, XR])
-    ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names)
-    return ex, len(ref), len(examples)
+    ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names, feature_groups=groups or None,
+                        max_exact_players=exact_players, score_rows=512,
+                        n_permutations=max(4, b["max_coalitions"] // max(n_players, 1)))
+    return ex, len(ref), len(examples), b
 
 
 def sharp_rank(learner, examples, ctx) -> Explanation:
     """ShaRP rank QoI of the left item of each event within the catalog (Pliatsika et al. 2025, Eq. 3)."""
-    ex, n, k = _sharp_catalog(learner, examples, ctx)
-    return ex.explain(np.arange(n, n + k), "rank")
+    ex, n, k, b = _sharp_catalog(learner, examples, ctx)
+    return with_budgets(ex.explain(np.arange(n, n + k), "rank", seed=ctx.rng), b)
 
 
 def sharp_pairwise(learner, examples, ctx) -> Explanation:
     """ShaRP pairwise rank explanation of left vs right (Pliatsika et al. 2025, Section 5, Eq. 7)."""
-    ex, n, k = _sharp_catalog(learner, examples, ctx)
+    ex, n, k, b = _sharp_catalog(learner, examples, ctx)
     pairs = np.stack([np.arange(n, n + k), np.arange(n + k, n + 2 * k)], axis=1)
-    return ex.explain_pairwise(pairs, "rank")
+    return with_budgets(ex.explain_pairwise(pairs, "rank", seed=ctx.rng), b)
 
 
 def margin_bernoulli(learner, examples, ctx) -> Explanation:
@@ -179,16 +196,17 @@ def margin_bernoulli(learner, examples, ctx) -> Explanation:
     (Franceschi et al. 2025)."""
     from explainers.distributional import explain_preference, pairwise_margin_value_function
 
+    b = budgets(ctx)
     names = list(learner.feature_names)
     XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
     margin = getattr(learner, "margins", None) or getattr(learner, "margin")
-    pl, member = players(names)
+    pl, member = players(names, b["exact_players"])
     out = []
     for xl, xr, ex in zip(XL, XR, examples):
         nu = on_features(pairwise_margin_value_function(margin, xl, xr), member)
         out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (xl - xr),
-                                      instance_id=ex.event_id, **dist_options(len(pl))))
-    return Explanation.concat(out)
+                                      instance_id=ex.event_id, **dist_options(len(pl), b)))
+    return with_budgets(Explanation.concat(out), b)
 
 
 # each explainer's values add up to its prediction (base + Σφ = prediction); tests/checks verifies it

@@ -8,7 +8,7 @@ Explainers: Pref-SHAP of each duel (Prop. 3.2; Table 1 row 1), of its context (`
 Prop. 3.3; Table 1 row 3), Bernoulli distributional values from the Pref-SHAP value function
 (Franceschi et al. 2025) and, for click sessions, the categorical values of
 :mod:`stream.plugins.sessions`. One :class:`~explainers.prefshap.PrefSHAP` is kept per fitted
-model snapshot, so its Cholesky factors are computed once.
+model snapshot and budgets, so its kernel blocks are computed once.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import numpy as np
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError, NotFittedError
 from stream.example_arrays import context_array, reference_items, side_array
-from stream.plugins.budgets import EXACT_MAX_PLAYERS, WIDE_PREFSHAP_COALITIONS, dist_options
+from stream.plugins.budgets import budgets, dist_options, with_budgets
 from stream.plugins.common import construct
-from stream.plugins.groups import on_features, players
+from stream.plugins.groups import groups_of, on_features, players
 
 __all__ = ["cgpm_factory", "gpm_bernoulli", "gpm_factory", "gpm_loader", "pref_shap", "pref_shap_context"]
 
@@ -71,31 +71,45 @@ _PREFSHAP_CACHE: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictiona
 
 
 def _prefshap_for(learner, ctx):
-    """One :class:`PrefSHAP` per fitted model snapshot (its CME Cholesky factors are cached inside)."""
+    """One :class:`PrefSHAP` per fitted model snapshot and budgets (its kernel blocks are cached inside)."""
     from explainers.prefshap import PrefSHAP
 
     model = getattr(learner, "model", None)
     if model is None:
         raise NotFittedError("The GPM has not been refitted yet; nothing to explain.")
+    b = budgets(ctx)
+    key = (b["exact_players"], b["max_coalitions"], b["reference_size"])
     ps = _PREFSHAP_CACHE.get(model)
-    if ps is None:
-        import torch
-
+    if ps is None or getattr(ps, "_budget_key", None) != key:
         names = list(model.feature_names)
-        ref = reference_items(ctx, names, limit=256)
-        pl, member = players(names)
-        groups = {p: [n for n, m in zip(names, row) if m] for p, row in zip(pl, member) if row.sum() > 1}
-        wide = len(pl) > EXACT_MAX_PLAYERS
-        ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=256, random_state=0,
-                      max_coalitions=WIDE_PREFSHAP_COALITIONS if wide else 2048, feature_groups=groups or None,
-                      dtype=torch.float32 if len(names) > EXACT_MAX_PLAYERS else torch.float64)
+        ref = reference_items(ctx, names, limit=b["reference_size"])
+        groups = groups_of(names, b["exact_players"])
+        # float32 on wide data: its largest deviation from float64 is measured in bench/explain_wide.py
+        ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=b["reference_size"],
+                      random_state=0, max_coalitions=b["max_coalitions"], feature_groups=groups or None,
+                      dtype=_torch_float(len(names) > b["exact_players"]))
+        ps._budget_key = key
+        pl, member = players(names, b["exact_players"])
+        if 2 ** len(pl) <= b["max_coalitions"] and len(ref) >= 2:
+            # fill the per-coalition kernel blocks once per snapshot, not on the first explained events
+            from explainers._coalitions import coalitions_from_integers
+
+            C = coalitions_from_integers(np.arange(2 ** len(pl)), len(pl))
+            ps.coalition_values((C.astype(np.int64) @ member.astype(np.int64)) > 0, ref[:1], ref[:1])
         _PREFSHAP_CACHE[model] = ps
-    return model, ps
+    return model, ps, b
+
+
+def _torch_float(wide: bool):
+    """float32 for wide data (error vs float64 measured < 1e-4 relative, bench/explain_wide.py), else float64."""
+    import torch
+
+    return torch.float32 if wide else torch.float64
 
 
 def _outcome(examples):
-    y = np.array([ex.outcome for ex in examples], dtype=np.float64)
-    return y if np.all(y != 0) else None
+    """Outcomes in {+1, −1, 0}; Pref-SHAP orients decided duels winner-vs-loser and leaves ties left-right."""
+    return np.array([ex.outcome for ex in examples], dtype=np.float64)
 
 
 def _duel_arrays(model, examples):
@@ -106,33 +120,47 @@ def _duel_arrays(model, examples):
 
 
 def pref_shap(learner, examples, ctx) -> Explanation:
-    """Pref-SHAP of each duel (Hu, Chau et al. 2022, Prop. 3.2; Table 1 row 1), oriented winner vs loser when known."""
-    model, ps = _prefshap_for(learner, ctx)
+    """Pref-SHAP of each duel (Hu, Chau et al. 2022, Prop. 3.2; Table 1 row 1), oriented winner vs loser when decided."""
+    model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, U = _duel_arrays(model, examples)
-    return ps.explain_duels(XL, XR, U, _outcome(examples))
+    return with_budgets(ps.explain_duels(XL, XR, U, _outcome(examples)), b)
 
 
 def pref_shap_context(learner, examples, ctx) -> Explanation:
     """Pref-SHAP of the context of each duel (Hu, Chau et al. 2022, Prop. 3.3; Table 1 row 3)."""
-    model, ps = _prefshap_for(learner, ctx)
+    model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, _ = _duel_arrays(model, examples)
-    return ps.explain_duel_contexts(context_array(examples, model.context_names), XL, XR, _outcome(examples))
+    return with_budgets(ps.explain_duel_contexts(context_array(examples, model.context_names), XL, XR,
+                                                 _outcome(examples)), b)
 
 
 def gpm_bernoulli(learner, examples, ctx) -> Explanation:
-    """Bernoulli distributional values from the Pref-SHAP value function: P(a feature flips who wins)."""
-    from explainers.distributional import explain_preference
+    """Bernoulli distributional values from the Pref-SHAP value function: P(a feature flips who wins).
 
-    model, ps = _prefshap_for(learner, ctx)
+    With exact enumeration the value function of every event is evaluated on the same coalitions in
+    one batched call (the kernel blocks are shared by all events); sampled estimators evaluate their
+    own coalitions per event.
+    """
+    from explainers.distributional import all_coalitions, explain_preference, table_value_function
+
+    model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, U = _duel_arrays(model, examples)
-    pl, member = players(list(model.feature_names))
+    pl, member = players(list(model.feature_names), b["exact_players"])
+    opts = dist_options(len(pl), b)
+    table = None
+    if opts["method"] == "exact":
+        C = all_coalitions(len(pl))
+        table = ps.coalition_values((C.astype(np.int64) @ member.astype(np.int64)) > 0, XL, XR, U)   # (2^P, n)
     out = []
     for k, ex in enumerate(examples):
-        u = None if U is None else U[k:k + 1]
-        nu = on_features(lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0], member)
+        if table is not None:
+            nu = table_value_function(table[:, k])
+        else:
+            u = None if U is None else U[k:k + 1]
+            nu = on_features(lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0], member)
         out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
-                                      instance_id=ex.event_id, **dist_options(len(pl))))
-    return Explanation.concat(out)
+                                      instance_id=ex.event_id, **opts))
+    return with_budgets(Explanation.concat(out), b)
 
 
 # each explainer's values add up to its prediction (base + Σφ = prediction); tests/checks verifies it

@@ -24,7 +24,7 @@ import numpy as np
 
 from stream.plugins.budgets import EXACT_MAX_PLAYERS
 
-__all__ = ["feature_groups", "on_features", "players", "players_of"]
+__all__ = ["feature_groups", "groups_of", "on_features", "players", "players_of"]
 
 
 def feature_groups(names: Sequence[str]) -> dict[str, list[str]]:
@@ -73,16 +73,31 @@ def players_of(names: Sequence[str], grouped: bool) -> tuple[list[str], np.ndarr
     return out, np.array(rows)
 
 
-def players(names: Sequence[str]) -> tuple[list[str], np.ndarray]:
+def players(names: Sequence[str], exact_players: int = EXACT_MAX_PLAYERS) -> tuple[list[str], np.ndarray]:
     """Players of the stream's explainers: groups only when there are more than
-    :data:`~stream.plugins.budgets.EXACT_MAX_PLAYERS` features.
+    ``exact_players`` features (the ``explain_exact_players`` budget).
 
     Examples
     --------
     >>> players(["type_a", "type_b", "type_c"])[0]
     ['type_a', 'type_b', 'type_c']
+    >>> players(["type_a", "type_b", "type_c"], exact_players=2)[0]
+    ['type']
     """
-    return players_of(names, grouped=len(names) > EXACT_MAX_PLAYERS)
+    return players_of(names, grouped=len(names) > exact_players)
+
+
+def groups_of(names: Sequence[str], exact_players: int = EXACT_MAX_PLAYERS) -> dict[str, list[str]]:
+    """``{player: [features]}`` of the grouped players of wide data (empty when the features are the players).
+
+    Examples
+    --------
+    >>> groups_of(["hp", "t_a", "t_b", "t_c"], exact_players=2)
+    {'t': ['t_a', 't_b', 't_c']}
+    """
+    names = list(names)
+    pl, member = players(names, exact_players)
+    return {p: [n for n, m in zip(names, row) if m] for p, row in zip(pl, member) if row.sum() > 1}
 
 
 def on_features(nu: Callable, member: np.ndarray) -> Callable:

@@ -16,7 +16,7 @@ import numpy as np
 from explainers._result import Explanation
 from learners.base import dict_to_array
 from learners.exceptions import NotFittedError
-from stream.plugins.budgets import dist_options
+from stream.plugins.budgets import budgets, dist_options, with_budgets
 from stream.plugins.common import session_of, tile
 
 __all__ = ["choice_utilities", "session_categorical"]
@@ -68,8 +68,8 @@ def session_categorical(learner, examples, ctx) -> Explanation:
     target = ids.index(s["clicked"][0]) if s.get("clicked") and s["clicked"][0] in ids else None
     e = explain_choice(choice_utilities(learner, names), items, items.mean(axis=0), feature_names=names, item_names=ids,
                        target=target, random_state=0, instance_id=str(s.get("session_id", "")),
-                       **dist_options(len(names)))
-    return tile(e, len(examples))
+                       **dist_options(len(names), budgets(ctx)))
+    return with_budgets(tile(e, len(examples)), budgets(ctx))
 
 
 session_categorical.session_only = True

@@ -90,6 +90,9 @@ class ExplainerCore:
         self._merged: dict[str, tuple[Any, int]] = {}
         self.queue: asyncio.Queue | None = None
         self._ignored: set = set()
+        self.budgets = {"exact_players": int(getattr(settings, "explain_exact_players", 10)),
+                        "max_coalitions": int(getattr(settings, "explain_max_coalitions", 2048)),
+                        "reference_size": int(getattr(settings, "explain_reference_size", 128))}
 
     # ------------------------------------------------------------------ models
     def on_snapshot(self, key, value) -> None:
@@ -251,7 +254,7 @@ class ExplainerCore:
         for name, method, learner, version, fn, seed in plan:
             ctx = registry.ExplainContext(model_name=name, model_version=version, background=background,
                                           catalog=self.catalog, rng=np.random.default_rng(seed),
-                                          params=dict(job.params or {}))
+                                          params=dict(job.params or {}), budgets=self.budgets)
             t0 = time.perf_counter()
             try:
                 e = fn(learner, job.examples, ctx)
