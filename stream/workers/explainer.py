@@ -47,6 +47,7 @@ from stream.contract import (
     parse_preference,
 )
 from stream.metrics import Metrics, build_metrics
+from stream.monitor import Monitor
 from stream.workers._snapshot import parse_snapshot_key, split_stream_meta
 
 __all__ = ["ExplainJob", "ExplainerCore", "run_explainer"]
@@ -90,6 +91,8 @@ class ExplainerCore:
         self._merged: dict[str, tuple[Any, int]] = {}
         self.queue: asyncio.Queue | None = None
         self._ignored: set = set()
+        #: global importances and explanation-drift alarms (stream.monitor)
+        self.monitor = Monitor.from_settings(settings, self.metrics)
 
     # ------------------------------------------------------------------ models
     def on_snapshot(self, key, value) -> None:
@@ -275,6 +278,7 @@ class ExplainerCore:
                     rec["extra"].setdefault("origin", job.origin)
                 records.append(rec)
                 self.metrics.explanations.labels(method=e.method).inc()
+        self.monitor.observe(records)
         return records
 
 
@@ -345,6 +349,8 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
                 records = await loop.run_in_executor(executor, core.explain, job, plan)
                 for rec in records:
                     await topics["explanations"].send(key=rec["request_id"].encode(), value=json.dumps(rec).encode())
+                for rec in core.monitor.drain():
+                    await topics["drift"].send(key=rec["model"].encode(), value=json.dumps(rec).encode())
             except Exception:  # noqa: BLE001 - the drain loop must survive any one job
                 core.metrics.explanations_skipped.labels(reason="error").inc()
                 log.exception("explaining %s failed", [x.event_id for x in job.examples][:3])
