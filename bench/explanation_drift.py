@@ -192,6 +192,7 @@ def main(argv=None) -> int:
             f"| ndcg_after (end of stream vs pre-t0 window) | {res['ndcg_after']:.4f} | |",
             f"| model drift (ADWIN on log loss): delay / false alarms | {res['model_alarm_delay_events']} / "
             f"{res['model_false_alarms']} | |", "",
+            *([f"![importance over time with the alarms]({os.path.relpath(a.plot, out)})", ""] if a.plot else []),
             "Alarms:", "",
         ] + [f"* event {al['event']:,}: `{al['kind']}` {al['statistic']['name']} = {al['statistic']['value']:.4f}, "
              f"features {', '.join(al['features'])}" for al in res["alarms"]] + ["", "```", line, "```", ""]

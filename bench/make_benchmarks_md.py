@@ -22,6 +22,7 @@ ORDER = [
     ("sharp", "ShaRP vs xai-sharp (paper 001)", "bench/sharp_vs_xai_sharp.py"),
     ("distributional", "Distributional values: closed form vs Monte Carlo (paper 003)", "bench/distributional.py"),
     ("mainjob", "The main job on the Pokémon stream", "bench/mainjob.py"),
+    ("explanation_drift", "Explanation drift alarms on a Pokémon stream whose preference changes", "bench/explanation_drift.py"),
 ]
 
 

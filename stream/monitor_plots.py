@@ -82,6 +82,7 @@ def plot_importance_drift(history: list[Mapping], alarms: list[Mapping], path, *
     ax2.legend(fontsize=8, loc="lower left")
     ax2.grid(alpha=0.3)
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(Path(path), dpi=120)
     plt.close(fig)
     return fig

@@ -126,7 +126,7 @@ class Settings:
     seed: int = _f(0, "Seed of the explainer's sampling RNG.", "int", lo=0)
     # ------------------------------------------------- monitoring (stream.monitor)
     monitor_top_k: int = _f(20, "Features (capacity pairs) exported by name in the global-importance gauges; "
-                            "the rest are summed as feature=\"other\".", "int", lo=1)
+                            "the rest are summed as feature=other.", "int", lo=1)
     monitor_window: int = _f(1000, "Explanations in the sliding window of the global importances (and in the "
                              "drift reference window).", "int", lo=2)
     monitor_check_every: int = _f(50, "Explanations between two gauge updates / nDCG checks.", "int", lo=1)
@@ -136,8 +136,9 @@ class Settings:
                                      "the reference falls below this.", "float", lo=0.0, hi=1.0, lo_open=True)
     drift_delta: float = _f(1e-4, "ADWIN confidence of the per-feature explanation drift detectors.", "float",
                             lo=0.0, hi=1.0, lo_open=True)
-    drift_min_effect: float = _f(0.05, "Smallest change of a feature's share of |phi| that raises a feature "
-                                 "drift alarm.", "float", lo=0.0, hi=1.0)
+    drift_min_effect: float = _f(0.1, "Smallest change of a feature's share of the mean abs(phi) (recent "
+                                 "explanations vs the reference window) that raises a feature drift alarm.", "float",
+                                 lo=0.0, hi=1.0)
     # ------------------------------------------------------------------- operations
     metrics_port: int | None = _f(None, "Prometheus port for this worker; None = the role default below.",
                                   "opt_int", lo=0, hi=65535)

@@ -198,3 +198,67 @@ def test_drift_schema_is_valid_draft_2020_12_and_loadable_by_name():
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     Draft202012Validator.check_schema(schema)
     assert (SCHEMA_DIR / "drift.v1.json").is_file()
+
+
+# ------------------------------------------------------------------ worker hooks and the report
+def test_worker_cores_feed_the_monitor_and_export_gauges():
+    """LearnerCore → snapshot → ExplainerCore (the workers without Kafka): explanations reach the monitor."""
+    import json
+
+    from stream import registry
+    from stream.settings import Settings
+    from stream.workers.explainer import ExplainerCore
+    from stream.workers.learner import LearnerCore
+
+    registry.models()
+    s = Settings.load(overrides={"models": ["linear-bt"], "explain_sample_rate": 1.0, "snapshot_every_events": 20,
+                                 "monitor_window": 20, "monitor_warmup": 0, "monitor_check_every": 10}, environ={})
+    learner, explainer = LearnerCore(s), ExplainerCore(s)
+    st = learner.new_source(s.topic_preferences, 0, {})
+    rng = np.random.default_rng(0)
+    w = np.array([3.0, -1.0, 0.2])
+    for k in range(300):
+        xl, xr = rng.normal(size=3), rng.normal(size=3)
+        ev = {"schema_version": 1, "event_id": f"e{k}", "timestamp": 1.7e9 + k, "outcome": 1 if w @ (xl - xr) > 0 else -1,
+              "left": {"features": dict(zip("abc", map(float, xl)))}, "right": {"features": dict(zip("abc", map(float, xr)))}}
+        raw = json.dumps(ev).encode()
+        learner.process(st, k, raw)
+        if learner.snapshot_due(st):
+            recs, _a, versions = learner.build_snapshots(st)
+            for key, v in recs:
+                explainer.on_snapshot(key, v)
+            learner.snapshot_done(st, versions, True)
+        job = explainer.on_preference(raw)
+        if job is not None and (plan := explainer.plan(job)):
+            explainer.explain(job, plan)
+    imp = explainer.monitor.global_importance("linear-bt", "linear-shapley")
+    assert list(imp)[0] == "a"  # the largest true weight leads the global importance
+    reg = explainer.metrics.registry
+    assert reg.get_sample_value("prefstream_global_mean_abs_phi",
+                                {"model": "linear-bt", "method": "linear-shapley", "feature": "a"}) \
+        == explainer.monitor.history[-1]["mean_abs"]["a"]  # gauges hold the last check's window
+    assert reg.get_sample_value("prefstream_drift_total", {"model": "linear-bt", "kind": "ranking"}) == 0.0
+    assert 0.9 <= reg.get_sample_value("prefstream_global_importance_ndcg",
+                                       {"model": "linear-bt", "method": "linear-shapley"}) <= 1.0
+    assert learner.monitor._loss["linear-bt"][1] > 250  # every scored event reached the loss detector
+    assert learner.metrics.registry.get_sample_value("prefstream_drift_total", {"model": "linear-bt", "kind": "model"}) == 0.0
+
+
+def test_report_plots_importances_over_time_with_alarms(tmp_path):
+    from stream.monitor_plots import plot_importance_drift
+    from stream.report import write_report
+
+    rng = np.random.default_rng(4)
+    rows = np.vstack([_stream(rng, 400, [5, 4, 3, 2, 1, 0.5]), _stream(rng, 400, [0.5, 1, 2, 3, 4, 5])])
+    recs = expl(rows, model="lin").to_records(instance_ids=[f"i{k}" for k in range(len(rows))])
+    mon = Monitor(window=100, warmup=0, check_every=20)
+    mon.observe(recs)
+    assert mon.alarms and all(a["statistic"]["value"] < 0.9 or a["kind"] == "feature" for a in mon.alarms)
+    fig = plot_importance_drift(mon.history, mon.alarms, tmp_path / "d.png")
+    ax = fig.axes[0]
+    assert (tmp_path / "d.png").stat().st_size > 10_000
+    assert len(ax.lines) >= 6 + len(mon.alarms)  # one line per top feature, one marker per alarm
+    index = write_report(tmp_path / "rep", {"dataset": "synthetic"}, recs)
+    page = index.read_text()
+    assert "Global importance and drift" in page
+    assert (tmp_path / "rep" / "drift-linear-shapley-lin.png").is_file()

@@ -276,13 +276,9 @@ def test_alert_rules_pass_their_promtool_unit_tests():
 def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstrap, kafka_options, tmp_path):
     """Learner + explainer subprocesses on the broker, a real Prometheus, every panel query answered."""
     _need("prometheus")
-    from stream.broker import TopicSpec, create_topics
     from tests.test_workers_kafka import Stack, free_port, pref_event
 
-    stack = Stack(kafka_bootstrap, kafka_options, tmp_path)
-    drift_topic = f"test.workers.drift.{stack.group[-10:]}"
-    create_topics(None, {drift_topic: TopicSpec(1, {})}, client_options=stack.opts)
-    stack.topics["drift"] = drift_topic  # Stack.env exports it as PREFSTREAM_TOPIC_DRIFT; close() deletes it
+    stack = Stack(kafka_bootstrap, kafka_options, tmp_path)  # run-unique topics, the drift topic included
     lport, eport, prom_port = free_port(), free_port(), free_port()
     env = dict(PREFSTREAM_MODELS="linear-bt,capacity,gpm", PREFSTREAM_FEATURE_NAMES="a,b,c",
                PREFSTREAM_MODEL_PARAMS=json.dumps({"gpm": {"refit_every": 100, "min_train": 50, "window_size": 300}}),

@@ -591,7 +591,10 @@ def attach_learner(app, core: LearnerCore) -> None:
     async def gauges():
         core.update_gauges()
         for rec in core.monitor.drain():
-            await topics["drift"].send(key=rec["model"].encode(), value=json.dumps(rec).encode())
+            try:
+                await topics["drift"].send(key=rec["model"].encode(), value=json.dumps(rec).encode())
+            except Exception:  # noqa: BLE001 - the alarm is counted in prefstream_drift_total either way
+                log.exception("publishing a drift record of %s failed", rec["model"])
         consumer = app.consumer
         for st in list(core.sources.values()):
             try:
