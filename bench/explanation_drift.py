@@ -103,31 +103,149 @@ def run(events, t0, settings) -> dict:
     mon = explainer.monitor
     expl_alarms = [(expl_at[a["position"] - 1], a) for a in mon.alarms]
     model_alarms = [(loss_at[a["position"] - 1], a) for a in learner.monitor.alarms]
+    hist = [{"event": expl_at[h["position"] - 1], **h} for h in mon.history if h["method"] == "linear-shapley"]
+    return _summary(len(events), t0, expl_alarms, model_alarms, hist, len(expl_at), seconds, mon.top_k)
+
+
+def run_workers(events, t0, settings, args) -> dict:
+    """The same stream through the real workers: producer → broker → ``prefstream worker learn`` and
+    ``worker explain`` subprocesses (run-unique topics, one partition so that the monitors see the
+    events in stream order) → the drift and explanation topics, read back at the end."""
+    import subprocess
+    import urllib.request
+    import uuid
+
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    from stream.broker import TOPICS, TopicSpec, create_topics, kafka_client_options
+
+    opts = kafka_client_options()
+    u = uuid.uuid4().hex[:8]
+    kinds = {"preferences": "topic_preferences", "items": "topic_items", "models": "topic_models",
+             "explain-requests": "topic_explain_requests", "explanations": "topic_explanations",
+             "dead-letters": "topic_dead_letters", "drift": "topic_drift", "clicks": "topic_clicks"}
+    topics = {k: f"bench.drift.{k}.{u}" for k in kinds}
+    specs = {topics[k]: TopicSpec(1, dict(TOPICS[f"prefstream.{k}"].config)) for k in kinds}
+    create_topics(None, specs, client_options=opts)
+    env = dict(os.environ, PREFSTREAM_MODELS="linear-bt", PREFSTREAM_SNAPSHOT_EVERY_EVENTS=str(args.snapshot_every),
+               PREFSTREAM_SNAPSHOT_EVERY_SECONDS="1", PREFSTREAM_CONSUMER_GROUP=f"bench-drift-{u}",
+               PREFSTREAM_STATE_DIR=f"/tmp/prefstream-bench-drift-{u}", PYTHONUNBUFFERED="1",
+               PREFSTREAM_EXPLAIN_MAX_QUEUE="100000",
+               **{f"PREFSTREAM_{kinds[k].upper()}": t for k, t in topics.items()})
+    lport = int(os.environ.get("PREFSTREAM_LEARNER_METRICS_PORT", 21764))
+    eport = int(os.environ.get("PREFSTREAM_EXPLAINER_METRICS_PORT", 21765))
+    logs = [open(f"/tmp/prefstream-bench-drift-{u}-{r}.log", "w") for r in ("learn", "explain")]
+    procs = [subprocess.Popen([sys.executable, "-m", "stream", "worker", "learn", "--metrics-port", str(lport)],
+                              env=env, stdout=logs[0], stderr=subprocess.STDOUT),
+             subprocess.Popen([sys.executable, "-m", "stream", "worker", "explain", "--metrics-port", str(eport),
+                               "--sample-rate", str(args.sample_rate)], env=env, stdout=logs[1], stderr=subprocess.STDOUT)]
+
+    def metric(port, name):
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        except OSError:
+            return None
+        return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(name))
+
+    t_start = time.perf_counter()
+    try:
+        while metric(lport, "prefstream_events_consumed_total") is None or metric(eport, "prefstream_explanations_total") is None:
+            time.sleep(1)
+        time.sleep(5)  # both consumers joined
+        # Paced to the slower worker, as a live stream at the pipeline's capacity: a chunk is sent only
+        # when the explainer has handled the events sent up to `slack` ago. (Unpaced, the explainer
+        # would explain old events with snapshots learned from later ones.)
+        # The explainer may only lag by `slack` events (sampling noise: an explainer idle for 3 s has
+        # handled everything sent), so each explanation uses a snapshot at most ~slack events ahead.
+        prod = KafkaProducer(acks="all", linger_ms=20, **opts)
+        chunk, slack = 100, 250
+        for lo in range(0, len(events), chunk):
+            last_done, idle_since = None, time.monotonic()
+            while True:
+                done = (metric(eport, "prefstream_explanations_total") or 0) \
+                    + (metric(eport, "prefstream_explanations_skipped_total") or 0)
+                if done != last_done:
+                    last_done, idle_since = done, time.monotonic()
+                if done >= args.sample_rate * (lo - slack) or time.monotonic() - idle_since > 3.0:
+                    break
+                time.sleep(0.1)
+            for k in range(lo, min(lo + chunk, len(events))):
+                prod.send(topics["preferences"], key=f"poke-{k}".encode(), value=events[k])
+            prod.flush(120)
+        prod.close()
+        last, still = None, 0
+        while still < 6:  # learner done and the explainer idle for 30 s
+            time.sleep(5)
+            now = (metric(lport, "prefstream_events_learned_total"), metric(eport, "prefstream_explanations_total"))
+            still = still + 1 if now == last and now[0] == len(events) else 0
+            last = now
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError("a worker exited; see /tmp/prefstream-bench-drift-*.log")
+        seconds = time.perf_counter() - t_start
+
+        def read(topic):
+            c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=5000, **opts)
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek_to_beginning(tp)
+            end = c.end_offsets([tp])[tp]
+            out = []
+            while c.position(tp) < end:
+                for msgs in c.poll(timeout_ms=1000).values():
+                    out.extend(json.loads(m.value) for m in msgs)
+            c.close()
+            return out
+
+        expl = read(topics["explanations"])
+        drift = read(topics["drift"])
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        admin = KafkaAdminClient(**opts)
+        admin.delete_topics(list(topics.values()))
+        admin.close()
+    expl_at = [int(r["request_id"].split("-")[1]) for r in expl if r["method"] == "linear-shapley"]
+    ex_alarms = [(expl_at[a["position"] - 1], a) for a in drift if a["kind"] != "model"]
+    model_alarms = [(a["position"], a) for a in drift if a["kind"] == "model"]  # scored events ≈ events
+    # the global importances over time: replay the explanation records through a monitor as the report does
+    from stream.monitor import Monitor, ndcg
+
+    mon = Monitor.from_settings(settings)
+    mon.observe(expl)
+    hist = [{"event": expl_at[h["position"] - 1], **h} for h in mon.history if h["method"] == "linear-shapley"]
+    return _summary(len(events), t0, ex_alarms, model_alarms, hist, len(expl_at), seconds, mon.top_k)
+
+
+def _summary(n_events, t0, expl_alarms, model_alarms, hist, n_expl, seconds, top_k) -> dict:
+    from stream.monitor import ndcg
+
     false = [e for e, _ in expl_alarms if e < t0]
     after = [e for e, _ in expl_alarms if e >= t0]
     m_false = [e for e, _ in model_alarms if e < t0]
     m_after = [e for e, _ in model_alarms if e >= t0]
-    hist = [h for h in mon.history if h["method"] == "linear-shapley"]
-    before = [h for h in hist if h["ndcg"] is not None and expl_at[h["position"] - 1] < t0]
-    # nDCG of the final window against the last pre-t0 reference
-    from stream.monitor import ndcg
-
-    pre = [h for h in hist if expl_at[h["position"] - 1] < t0]
+    before = [h for h in hist if h["ndcg"] is not None and h["event"] < t0]
+    pre = [h for h in hist if h["event"] < t0]
     names = list(hist[-1]["mean_abs"])
     ref = np.array([pre[-1]["mean_abs"][f] for f in names])
     end = np.array([hist[-1]["mean_abs"][f] for f in names])
     return {
-        "events": len(events), "t0": t0,
+        "events": n_events, "t0": t0,
         "detect_delay_events": (after[0] - t0) if after else None,
         "false_alarms": len(false),
-        "ndcg_before": before[-1]["ndcg"] if before else None,
-        "ndcg_after": ndcg(ref, end, mon.top_k),
+        "ndcg_before": before[-1]["ndcg"] if before else float("nan"),
+        "ndcg_after": ndcg(ref, end, top_k),
         "model_alarm_delay_events": (m_after[0] - t0) if m_after else None,
         "model_false_alarms": len(m_false),
-        "explanations": len(expl_at), "seconds": seconds,
+        "explanations": n_expl, "seconds": seconds,
         "alarms": [{"event": e, **a} for e, a in expl_alarms],
         "model_alarms": [{"event": e, **a} for e, a in model_alarms],
-        "history": [{"event": expl_at[h["position"] - 1], **h} for h in hist],
+        "history": hist,
     }
 
 
@@ -138,6 +256,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sample-rate", type=float, default=0.5, help="fraction of events explained")
     ap.add_argument("--snapshot-every", type=int, default=200, help="learner snapshot cadence (events)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", action="store_true",
+                    help="through the real worker processes and the broker (PREFSTREAM_BOOTSTRAP) instead of their cores")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="monitor settings overrides")
     ap.add_argument("--out", default=None, help="write explanation_drift.{md,txt,json} there")
     ap.add_argument("--plot", default=None, help="write the report's importance-drift plot (PNG) there")
@@ -156,7 +276,7 @@ def main(argv=None) -> int:
     settings = Settings.load(overrides={"models": ["linear-bt"], "explain_sample_rate": a.sample_rate,
                                         "snapshot_every_events": a.snapshot_every, "seed": a.seed, **over})
     events, t0, _ = build_events(a.stationary, a.after, a.seed)
-    res = run(events, t0, settings)
+    res = run_workers(events, t0, settings, a) if a.workers else run(events, t0, settings)
     load = os.getloadavg()
     if a.plot:
         from stream.monitor_plots import plot_importance_drift
@@ -175,12 +295,15 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         cmd = "python bench/explanation_drift.py " + " ".join(argv if argv is not None else sys.argv[1:])
         md = [
-            "# Explanation drift (bench/explanation_drift.py)", "",
+            "# Explanation drift (bench/explanation_drift.py" + (" --workers)" if a.workers else ")"), "",
             f"Command: `{cmd}`; load average (1/5/15 min) at the end: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
             "on the shared 2-core machine.", "",
             f"Stream: {t0:,} real Pokémon duels (real, Speed-led outcomes), then {res['events'] - t0:,} duels whose "
-            "winner is the Pokémon with the higher Defense. linear-bt through `LearnerCore` → snapshots → "
-            f"`ExplainerCore` (linear-shapley on {a.sample_rate:g} of the events, {res['explanations']:,} explanations) "
+            "winner is the Pokémon with the higher Defense. linear-bt through "
+            + ("the real worker processes (`prefstream worker learn` and `worker explain`, one-partition run-unique "
+               "topics on the broker; drift records read back from the drift topic) " if a.workers else
+               "the workers' cores without Kafka (`LearnerCore` → snapshots → `ExplainerCore`) ")
+            + f"(linear-shapley on {a.sample_rate:g} of the events, {res['explanations']:,} explanations) "
             f"→ `stream.monitor.Monitor` with window {settings.monitor_window}, warm-up {settings.monitor_warmup}, "
             f"nDCG@{settings.monitor_top_k} threshold {settings.drift_ndcg_threshold}, ADWIN δ {settings.drift_delta}, "
             f"min effect {settings.drift_min_effect}. {res['seconds']:.0f} s wall.", "",
@@ -196,8 +319,9 @@ def main(argv=None) -> int:
             "Alarms:", "",
         ] + [f"* event {al['event']:,}: `{al['kind']}` {al['statistic']['name']} = {al['statistic']['value']:.4f}, "
              f"features {', '.join(al['features'])}" for al in res["alarms"]] + ["", "```", line, "```", ""]
-        (out / "explanation_drift.md").write_text("\n".join(md), encoding="utf-8")
-        (out / "explanation_drift.txt").write_text(line + "\n", encoding="utf-8")
+        stem = "explanation_drift_workers" if a.workers else "explanation_drift"
+        (out / f"{stem}.md").write_text("\n".join(md), encoding="utf-8")
+        (out / f"{stem}.txt").write_text(line + "\n", encoding="utf-8")
     print(line)
     return 0
 

@@ -23,6 +23,7 @@ ORDER = [
     ("distributional", "Distributional values: closed form vs Monte Carlo (paper 003)", "bench/distributional.py"),
     ("mainjob", "The main job on the Pokémon stream", "bench/mainjob.py"),
     ("explanation_drift", "Explanation drift alarms on a Pokémon stream whose preference changes", "bench/explanation_drift.py"),
+    ("explanation_drift_workers", "Explanation drift through the real workers and the broker", "bench/explanation_drift.py --workers"),
 ]
 
 
