@@ -61,11 +61,10 @@ _WORKER_THREADS = max(1, int(os.environ.get("PREFSTREAM_DEMO_WORKER_THREADS", "1
 TARGET_EXPLAINED_EVENTS = 60
 
 #: The kinds of the standard topics (``prefstream.<kind>``).
-_KINDS = ("preferences", "clicks", "items", "models", "explain-requests", "explanations", "dead-letters", "drift")
+_KINDS = ("preferences", "clicks", "items", "models", "explain-requests", "explanations", "dead-letters")
 _SETTING_OF_KIND = {"preferences": "topic_preferences", "clicks": "topic_clicks", "items": "topic_items",
                     "models": "topic_models", "explain-requests": "topic_explain_requests",
-                    "explanations": "topic_explanations", "dead-letters": "topic_dead_letters",
-                    "drift": "topic_drift"}
+                    "explanations": "topic_explanations", "dead-letters": "topic_dead_letters"}
 
 
 class DemoError(PrefstreamError, RuntimeError):
