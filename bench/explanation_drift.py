@@ -178,7 +178,7 @@ def run_workers(events, t0, settings, args) -> dict:
         while still < 6:  # learner done and the explainer idle for 30 s
             time.sleep(5)
             now = (metric(lport, "prefstream_events_learned_total"), metric(eport, "prefstream_explanations_total"))
-            still = still + 1 if now == last and now[0] == len(events) else 0
+            still = still + 1 if now == last and (now[0] or 0) >= len(events) else 0  # (re-learned after a rebalance: ≥)
             last = now
             if any(p.poll() is not None for p in procs):
                 raise RuntimeError("a worker exited; see /tmp/prefstream-bench-drift-*.log")
