@@ -315,6 +315,10 @@ def main(argv=None) -> int:
             f"| ndcg_after (end of stream vs pre-t0 window) | {res['ndcg_after']:.4f} | |",
             f"| model drift (ADWIN on log loss): delay / false alarms | {res['model_alarm_delay_events']} / "
             f"{res['model_false_alarms']} | |", "",
+            *(["The producer is paced to the explainer (it may lag the learner by about 250 events), so an "
+               "explanation uses a snapshot at most that far ahead of its event; positions of the monitor's alarms "
+               "are mapped to events through the explanation records' request ids (= event ids).", ""]
+              if a.workers else []),
             *([f"![importance over time with the alarms]({os.path.relpath(a.plot, out)})", ""] if a.plot else []),
             "Alarms:", "",
         ] + [f"* event {al['event']:,}: `{al['kind']}` {al['statistic']['name']} = {al['statistic']['value']:.4f}, "
