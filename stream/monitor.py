@@ -31,8 +31,9 @@ them and the progressive loss for drift:
   After an alarm the detectors restart: ``warmup`` explanations of cool-down, then a new
   reference.
 * **Model drift**: ADWIN on the per-event progressive log loss (clipped to ``[0, 10]`` nats) of
-  each model, after ``loss_warmup`` scored events; an alarm only when the loss went *up*
-  (a learning model's loss falling is also a change).
+  each model, started afresh after ``loss_warmup`` scored events (the learning phase's falling
+  loss is not drift); an alarm only when the part ADWIN keeps has a higher mean loss than the
+  part it drops (a model recovering after a change is also a change).
 
 Every alarm increments ``prefstream_drift_total{model, kind}`` (kind ``model``, ``ranking`` or
 ``feature``), appends a drift record (``stream/schemas/drift.v1.json``) to :attr:`Monitor.alarms`
@@ -303,16 +304,26 @@ class Monitor:
             st = self._loss.get(model)
             if st is None:
                 st = self._loss[model] = [_adwin(self.loss_delta), 0, 0]
-            det = st[0]
-            before = det.estimation
-            det.update(loss)
             st[1] += 1
             st[2] = int(version)
-            if not det.drift_detected or st[1] <= self.loss_warmup or det.estimation <= before:
+            if st[1] == self.loss_warmup + 1:  # forget the learning phase: its falling loss is no drift
+                st[0] = _adwin(self.loss_delta)
+            det = st[0]
+            w0, m0 = det.width, det.estimation
+            det.update(loss)
+            if not det.drift_detected or st[1] <= self.loss_warmup:
+                return []
+            # ADWIN dropped the oldest part: alarm when the kept (recent) part has the higher mean
+            w1, m1 = det.width, det.estimation
+            dropped = w0 + 1 - w1
+            if dropped <= 0:
+                return []
+            m_old = (m0 * w0 + loss - m1 * w1) / dropped
+            if m1 <= m_old:
                 return []
             rec = self._record(model, version, "model", None, [], "log_loss_increase",
-                               LOSS_CLIP * (det.estimation - before), 0.0, st[1] - int(det.width), int(det.width),
-                               st[1], before=LOSS_CLIP * before, after=LOSS_CLIP * det.estimation)
+                               LOSS_CLIP * (m1 - m_old), 0.0, int(dropped), int(w1), st[1],
+                               before=LOSS_CLIP * m_old, after=LOSS_CLIP * m1)
             return [rec]
 
     def drain(self) -> list[dict]:

@@ -262,3 +262,35 @@ def test_report_plots_importances_over_time_with_alarms(tmp_path):
     page = index.read_text()
     assert "Global importance and drift" in page
     assert (tmp_path / "rep" / "drift-linear-shapley-lin.png").is_file()
+
+
+def test_prefstream_run_writes_drift_records_and_the_report_marks_them(tmp_path):
+    """`prefstream run` (stream.batch.run_batch): a preference swap mid-file becomes drift records."""
+    import json
+
+    from stream.batch import run_batch
+    from stream.settings import Settings
+
+    rng = np.random.default_rng(5)
+    lines = []
+    for k in range(6000):
+        w = np.array([3.0, 0.3, 0.1]) if k < 3000 else np.array([0.1, 0.3, 3.0])
+        xl, xr = rng.normal(size=3), rng.normal(size=3)
+        lines.append(json.dumps({"schema_version": 1, "event_id": f"e{k}", "timestamp": 1.7e9 + k,
+                                 "outcome": 1 if w @ (xl - xr) > 0 else -1,
+                                 "left": {"features": dict(zip("abc", map(float, xl)))},
+                                 "right": {"features": dict(zip("abc", map(float, xr)))}}))
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("\n".join(lines) + "\n")
+    s = Settings.load(overrides={"models": ["linear-bt"], "explain_sample_rate": 1.0, "snapshot_every_events": 50,
+                                 "monitor_window": 200, "monitor_warmup": 300, "monitor_check_every": 20}, environ={})
+    run_batch(inp, tmp_path / "out.jsonl", settings=s, progress=False, report_dir=tmp_path / "rep")
+    drift = [json.loads(x) for x in (tmp_path / "out.drift.jsonl").read_text().splitlines()]
+    for rec in drift:
+        drift_record_ok(rec)
+    expl = [d for d in drift if d["kind"] != "model"]
+    assert expl and all(d["model"] == "linear-bt" and d["method"] == "linear-shapley" for d in expl)
+    assert all(d["position"] > 3000 for d in expl)  # none before the swap (one explanation per event)
+    assert {"a", "c"} & set(expl[0]["features"])
+    assert any(d["kind"] == "model" for d in drift)  # the loss went up at the swap
+    assert "Global importance and drift" in (tmp_path / "rep" / "index.html").read_text()
