@@ -78,6 +78,8 @@ DRIFT_KINDS = ("model", "ranking", "feature")
 #: methods whose records are per-snapshot global indices, not per-instance attributions
 CAPACITY_METHODS = ("capacity-shapley", "capacity-interaction")
 LOSS_CLIP = 10.0
+#: history points and alarms kept in memory
+MAX_KEPT = 20_000
 
 
 def ndcg(reference: Iterable[float], current: Iterable[float], k: int = 20) -> float:
@@ -240,10 +242,11 @@ class Monitor:
         self._cap_exported: dict[tuple[str, str], set] = {}
         self._outbox: deque = deque()
         self._lock = threading.Lock()
-        #: every drift record raised (also queued for :meth:`drain`)
+        #: the last ``MAX_KEPT`` drift records raised (also queued for :meth:`drain`)
         self.alarms: list[dict] = []
-        #: ``{"model", "method", "position", "version", "mean_abs": {feature: value}, "ndcg"}`` per check
-        self.history: list[dict] = []
+        #: ``{"model", "method", "position", "version", "mean_abs": {feature: value}, "ndcg"}`` per check,
+        #: the last ``MAX_KEPT`` (a worker runs for months)
+        self.history: deque = deque(maxlen=MAX_KEPT)
 
     @classmethod
     def from_settings(cls, settings, metrics=None) -> "Monitor":
@@ -430,6 +433,7 @@ class Monitor:
                "windows": {"reference": int(max(n_ref, 0)), "current": int(n_cur)},
                "position": int(position), "detected_at": float(self.clock())}
         self.alarms.append(rec)
+        del self.alarms[:-MAX_KEPT]
         self._outbox.append(rec)
         if self.metrics is not None:
             self.metrics.drift.labels(model=model, kind=kind).inc()
