@@ -8,7 +8,8 @@ test reads the counter back through Prometheus's HTTP query API.
 
 ``test_every_dashboard_panel_returns_a_series_from_real_workers`` runs the learner and explainer
 workers as subprocesses on the real broker, feeds them events, lets the same Prometheus scrape
-them, and requires a non-empty answer to every panel query of the dashboard.
+them, and requires a non-empty answer to every panel query of the dashboard; then the preference
+flips and valid drift records must reach the drift topic and be counted in Prometheus.
 
 ``test_alert_rules_pass_their_promtool_unit_tests`` runs ``promtool test rules`` on
 deploy/prometheus/alerts_test.yml. Tests that need ``prometheus``/``promtool`` skip without
@@ -326,6 +327,33 @@ def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstra
         with urllib.request.urlopen(f"{base}/api/v1/rules", timeout=5) as resp:
             groups = json.load(resp)["data"]["groups"]
         assert sum(len(g["rules"]) for g in groups) == 8
+
+        # the preference flips (feature a now counts 4x, b 0.1x): a drift record reaches the drift topic
+        from stream.monitor import drift_record_ok
+
+        flipped = []
+        for i in range(600):
+            xl, xr = rng.normal(size=3), rng.normal(size=3)
+            y = 1 if np.array([4.0, -0.1, 0.5]) @ (xl - xr) > 0 else -1
+            flipped.append((f"flip{i}", json.dumps({
+                "schema_version": 1, "event_id": f"flip{i}", "timestamp": 1700001000 + i, "outcome": y,
+                "left": {"features": dict(zip("abc", map(float, xl)))},
+                "right": {"features": dict(zip("abc", map(float, xr)))}}).encode()))
+        stack.send("preferences", flipped)
+        def explanation_drift():
+            recs = [json.loads(v) for _, v in stack.read("drift")]
+            ok = any(r["kind"] in ("ranking", "feature") and (r["model"], r["method"]) == ("linear-bt", "linear-shapley")
+                     for r in recs)
+            return [r for r in recs if r["kind"] in ("ranking", "feature")] if ok else None
+
+        drift = stack.wait(explanation_drift, 180, "a linear-bt explanation drift record on the drift topic")
+        for rec in drift:  # every model's records are valid drift.v1 records (a window of 20 is noisy)
+            drift_record_ok(rec)
+        def counted():
+            res = _query(base, 'sum(prefstream_drift_total{kind=~"ranking|feature"})')["data"]["result"]
+            return bool(res) and float(res[0]["value"][1]) >= len(drift) or None
+
+        assert stack.wait(counted, 60, "prefstream_drift_total, scraped by Prometheus, to count every record")
     finally:
         subprocess.run(["bash", str(PROM_DIR / "stop.sh")], env=prom_env, capture_output=True, timeout=60)
         stack.close()
