@@ -140,6 +140,7 @@ def build_app(settings, role: str, app_id: str | None = None):
         "explain_requests": settings.topic_explain_requests,
         "explanations": settings.topic_explanations,
         "dead_letters": settings.topic_dead_letters,
+        "drift": settings.topic_drift,
     }
     app.prefstream_topics = {
         k: app.topic(v, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",

@@ -85,7 +85,8 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     input_path : path
         ``.jsonl`` (one record per line) or ``.csv`` (the replay layout, see :mod:`stream.replay`).
     output_path : path
-        Explanation records, JSON Lines. Dead letters go to ``<output>.dead-letters.jsonl``.
+        Explanation records, JSON Lines. Dead letters go to ``<output>.dead-letters.jsonl``, drift
+        records (:mod:`stream.monitor`, if any alarm) to ``<output>.drift.jsonl``.
     settings : Settings, optional
         Models, feature names, model parameters, snapshot cadence and explain sample rate
         (default: ``Settings.load()``).
@@ -202,6 +203,10 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     res.refits = int(sum(getattr(s.learner, "model_version", 0) or 0 for s in st.slots.values()
                          if hasattr(s.learner, "refit")))
     res.seconds = time.perf_counter() - t0
+    drift = learner.monitor.alarms + explainer.monitor.alarms  # drift.v1 records (stream.monitor)
+    if drift:
+        with open(out.with_name(out.stem + ".drift.jsonl"), "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in drift)
     for name, n in res.learned.items():
         if n == 0:
             log.warning("model %r learned no event (see %s for why)", name, dead_path)

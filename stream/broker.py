@@ -74,6 +74,7 @@ TOPIC_MODELS = "prefstream.models"
 TOPIC_EXPLAIN_REQUESTS = "prefstream.explain-requests"
 TOPIC_EXPLANATIONS = "prefstream.explanations"
 TOPIC_DEAD_LETTERS = "prefstream.dead-letters"
+TOPIC_DRIFT = "prefstream.drift"
 
 
 class BrokerError(PrefstreamError, RuntimeError):
@@ -110,6 +111,7 @@ TOPICS: dict[str, TopicSpec] = {
     TOPIC_EXPLAIN_REQUESTS: TopicSpec(1),
     TOPIC_EXPLANATIONS: TopicSpec(3),
     TOPIC_DEAD_LETTERS: TopicSpec(1),
+    TOPIC_DRIFT: TopicSpec(1),  # drift.v1 records of stream.monitor
 }
 
 # --------------------------------------------------------------------------------------------

@@ -159,7 +159,7 @@ def topics_create(config: Optional[str] = ConfigOpt, bootstrap: Optional[str] = 
         "prefstream.preferences": s.topic_preferences, "prefstream.clicks": s.topic_clicks,
         "prefstream.items": s.topic_items, "prefstream.models": s.topic_models,
         "prefstream.explain-requests": s.topic_explain_requests, "prefstream.explanations": s.topic_explanations,
-        "prefstream.dead-letters": s.topic_dead_letters,
+        "prefstream.dead-letters": s.topic_dead_letters, "prefstream.drift": s.topic_drift,
     }
     specs = {names.get(k, k): v for k, v in TOPICS.items()}
     try:

@@ -13,6 +13,7 @@ model snapshot (meta)  ``model_snapshot.v1.json``      ``prefstream.models`` (co
 explain request        ``explain_request.v1.json``     ``prefstream.explain-requests``, request_id
 explanation record     ``explanation.v1.json``         ``prefstream.explanations``, request_id
 dead-letter record     ``dead_letter.v1.json``         ``prefstream.dead-letters``, source key
+drift record           ``drift.v1.json``               ``prefstream.drift``, model
 =====================  ==============================  ==========================================
 
 A message that fails validation raises :class:`DeadLetter` with exactly one machine-readable
@@ -134,7 +135,7 @@ class DeadLetter(InvalidInputError):
 
 # --------------------------------------------------------------------------- schemas
 _SCHEMA_NAMES = ("preference", "item", "click_session", "model_snapshot", "explanation", "dead_letter",
-                 "explain_request")
+                 "explain_request", "drift")
 _VALIDATORS: dict[str, Draft202012Validator] = {}
 
 

@@ -21,12 +21,22 @@ name                                             type       labels              
 ``prefstream_explanation_latency_seconds``       histogram  method                one explainer call (ms–s buckets)
 ``prefstream_explanations_skipped_total``        counter    reason                events/requests not explained
 ``prefstream_refit_duration_seconds``            histogram  model                 one ``refit()`` (s–min buckets)
+``prefstream_refit_failures_total``              counter    model                 refits that raised (learning goes on)
 ``prefstream_refit_training_size``               gauge      model                 examples used by the last refit
 ``prefstream_refit_validation_auc``              gauge      model                 validation AUC of the last refit
 ``prefstream_consumer_lag``                      gauge      topic, partition      high watermark − next offset
 ``prefstream_capacity_nonzero_masses``           gauge      model                 non-zero Möbius masses of a capacity
 ``prefstream_capacity_constraint_violation``     gauge      model                 monotonicity/normalisation violation
 ``prefstream_capacity_regret_proxy``             gauge      model                 RDA regret proxy of the capacity learner
+``prefstream_global_mean_phi``                   gauge      model, method,        window mean φ (top-K features +
+                                                            feature               ``other``; :mod:`stream.monitor`)
+``prefstream_global_mean_abs_phi``               gauge      model, method,        window mean |φ| (top-K + ``other``)
+                                                            feature
+``prefstream_global_importance_ndcg``            gauge      model, method         nDCG@K of the window's importance
+                                                                                  ranking vs the reference window
+``prefstream_capacity_shapley``                  gauge      model, feature        capacity Shapley index per snapshot
+``prefstream_capacity_interaction``              gauge      model, pair           top-K interaction indices per snapshot
+``prefstream_drift_total``                       counter    model, kind           drift alarms (model/ranking/feature)
 ===============================================  =========  ====================  =====================================
 
 Histogram buckets, in seconds, chosen for what each one times:
@@ -63,6 +73,7 @@ __all__ = [
     "EXPLAIN_BUCKETS",
     "LEARN_BUCKETS",
     "METRIC_NAMES",
+    "METRIC_TYPES",
     "Metrics",
     "REFIT_BUCKETS",
     "build_metrics",
@@ -76,28 +87,38 @@ EXPLAIN_BUCKETS = (1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 5.0, 30.0)
 #: refit duration buckets (seconds): 0.5 s … 30 min.
 REFIT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 
-#: Full names (as exposed, counters with ``_total``) of every metric built here.
-METRIC_NAMES = (
-    "prefstream_events_consumed_total",
-    "prefstream_events_learned_total",
-    "prefstream_dead_letters_total",
-    "prefstream_duplicate_events_total",
-    "prefstream_learn_latency_seconds",
-    "prefstream_model_version",
-    "prefstream_progressive_accuracy",
-    "prefstream_progressive_log_loss",
-    "prefstream_progressive_roc_auc",
-    "prefstream_explanations_total",
-    "prefstream_explanation_latency_seconds",
-    "prefstream_explanations_skipped_total",
-    "prefstream_refit_duration_seconds",
-    "prefstream_refit_training_size",
-    "prefstream_refit_validation_auc",
-    "prefstream_consumer_lag",
-    "prefstream_capacity_nonzero_masses",
-    "prefstream_capacity_constraint_violation",
-    "prefstream_capacity_regret_proxy",
-)
+#: Full name (as exposed, counters with ``_total``) -> Prometheus type of every metric built here:
+#: the one list the Grafana dashboard (deploy/grafana/build_dashboard.py) and the tests read.
+METRIC_TYPES = {
+    "prefstream_events_consumed_total": "counter",
+    "prefstream_events_learned_total": "counter",
+    "prefstream_dead_letters_total": "counter",
+    "prefstream_duplicate_events_total": "counter",
+    "prefstream_learn_latency_seconds": "histogram",
+    "prefstream_model_version": "gauge",
+    "prefstream_progressive_accuracy": "gauge",
+    "prefstream_progressive_log_loss": "gauge",
+    "prefstream_progressive_roc_auc": "gauge",
+    "prefstream_explanations_total": "counter",
+    "prefstream_explanation_latency_seconds": "histogram",
+    "prefstream_explanations_skipped_total": "counter",
+    "prefstream_refit_duration_seconds": "histogram",
+    "prefstream_refit_failures_total": "counter",
+    "prefstream_refit_training_size": "gauge",
+    "prefstream_refit_validation_auc": "gauge",
+    "prefstream_consumer_lag": "gauge",
+    "prefstream_capacity_nonzero_masses": "gauge",
+    "prefstream_capacity_constraint_violation": "gauge",
+    "prefstream_capacity_regret_proxy": "gauge",
+    "prefstream_global_mean_phi": "gauge",
+    "prefstream_global_mean_abs_phi": "gauge",
+    "prefstream_global_importance_ndcg": "gauge",
+    "prefstream_capacity_shapley": "gauge",
+    "prefstream_capacity_interaction": "gauge",
+    "prefstream_drift_total": "counter",
+}
+#: Full names of every metric built here (the keys of :data:`METRIC_TYPES`).
+METRIC_NAMES = tuple(METRIC_TYPES)
 
 
 @dataclass(frozen=True)
@@ -118,12 +139,19 @@ class Metrics:
     explanation_latency: Histogram
     explanations_skipped: Counter
     refit_duration: Histogram
+    refit_failures: Counter
     refit_training_size: Gauge
     refit_validation_auc: Gauge
     consumer_lag: Gauge
     capacity_nonzero_masses: Gauge
     capacity_constraint_violation: Gauge
     capacity_regret_proxy: Gauge
+    global_mean_phi: Gauge
+    global_mean_abs_phi: Gauge
+    global_importance_ndcg: Gauge
+    capacity_shapley: Gauge
+    capacity_interaction: Gauge
+    drift: Counter
 
 
 def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "prefstream") -> Metrics:
@@ -183,6 +211,7 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
         explanations_skipped=c("explanations_skipped", "Events or requests not explained, by reason.", ["reason"]),
         refit_duration=h("refit_duration_seconds", "Seconds per batch refit (run in an executor thread).", ["model"],
                          REFIT_BUCKETS),
+        refit_failures=c("refit_failures", "Batch refits that raised (the model keeps learning online).", ["model"]),
         refit_training_size=g("refit_training_size", "Training examples used by the latest refit.", ["model"]),
         refit_validation_auc=g("refit_validation_auc", "Validation ROC AUC reported by the latest refit.", ["model"]),
         consumer_lag=g("consumer_lag", "High watermark minus next offset to process.", ["topic", "partition"]),
@@ -192,6 +221,19 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
                                         "Largest violation of the capacity's monotonicity/normalisation constraints.",
                                         ["model"]),
         capacity_regret_proxy=g("capacity_regret_proxy", "Regret proxy reported by the capacity learner.", ["model"]),
+        global_mean_phi=g("global_mean_phi", "Mean attribution over the monitor's sliding window of explanations "
+                          "(top-K features by mean |phi|, the rest summed as feature=other).",
+                          ["model", "method", "feature"]),
+        global_mean_abs_phi=g("global_mean_abs_phi", "Mean |attribution| (global importance) over the sliding window "
+                              "(top-K features, the rest as feature=other).", ["model", "method", "feature"]),
+        global_importance_ndcg=g("global_importance_ndcg", "nDCG@K of the window's importance ranking against the "
+                                 "reference window's (1 = same ranking).", ["model", "method"]),
+        capacity_shapley=g("capacity_shapley", "Shapley importance of each criterion in the latest capacity snapshot "
+                           "(top-K, the rest as feature=other).", ["model", "feature"]),
+        capacity_interaction=g("capacity_interaction", "Shapley interaction index of the top-K criterion pairs "
+                               "(by |I|) in the latest capacity snapshot.", ["model", "pair"]),
+        drift=c("drift", "Drift alarms: kind=model (ADWIN on the progressive log loss), ranking (nDCG of the "
+                "importance ranking) or feature (ADWIN on a feature's share of |phi|).", ["model", "kind"]),
     )
 
 

@@ -237,6 +237,17 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
         from stream.clickeval import click_log_html
 
         sections.append(click_log_html(summary["click_log"]))
+    records = list(records)
+    try:  # global importance over time with drift alarms (stream.monitor replays the records)
+        from stream.monitor_plots import importance_drift_section
+
+        drift_figs = [img(f, c) for f, c in importance_drift_section(records, out)]
+    except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the report
+        log.warning("importance drift plot failed: %s", exc)
+        drift_figs = []
+    if drift_figs:
+        sections.append("<h2>Global importance and drift</h2>" + "".join(drift_figs))
+        n_img += len(drift_figs)
     rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_fmt(v)}</td></tr>" for k, v in summary.items()
                    if not isinstance(v, (list, dict)))
     groups = combine_records(records)

@@ -104,6 +104,7 @@ class Settings:
     topic_explain_requests: str = _f("prefstream.explain-requests", "Explain requests in.", "str")
     topic_explanations: str = _f("prefstream.explanations", "Explanation records out (key request id).", "str")
     topic_dead_letters: str = _f("prefstream.dead-letters", "Dead-letter records out.", "str")
+    topic_drift: str = _f("prefstream.drift", "Drift records out (drift.v1.json, key model name; stream.monitor).", "str")
     consumer_group: str = _f("prefstream-learner", "Consumer group id of the learner workers.", "str")
     # ----------------------------------------------------------------------- models
     models: list = _f(None, "Models the learner trains (model_name values).", "list", factory=lambda: ["linear-bt"])
@@ -131,6 +132,21 @@ class Settings:
                                      "permutations × players).", "int", lo=16)
     explain_reference_size: int = _f(128, "Reference sample of the explainers: catalog items for Pref-SHAP's "
                                      "conditional mean embeddings and ShaRP's marginal removal.", "int", lo=2)
+    # ------------------------------------------------- monitoring (stream.monitor)
+    monitor_top_k: int = _f(20, "Features (capacity pairs) exported by name in the global-importance gauges; "
+                            "the rest are summed as feature=other.", "int", lo=1)
+    monitor_window: int = _f(1000, "Explanations in the sliding window of the global importances (and in the "
+                             "drift reference window).", "int", lo=2)
+    monitor_check_every: int = _f(50, "Explanations between two gauge updates / nDCG checks.", "int", lo=1)
+    monitor_warmup: int = _f(2000, "Explanations ignored before the drift reference window (and after an alarm).",
+                             "int", lo=0)
+    drift_ndcg_threshold: float = _f(0.9, "Ranking drift alarm when the nDCG@K of the importance ranking against "
+                                     "the reference falls below this.", "float", lo=0.0, hi=1.0, lo_open=True)
+    drift_delta: float = _f(1e-4, "ADWIN confidence of the per-feature explanation drift detectors.", "float",
+                            lo=0.0, hi=1.0, lo_open=True)
+    drift_min_effect: float = _f(0.1, "Smallest change of a feature's share of the mean abs(phi) (recent "
+                                 "explanations vs the reference window) that raises a feature drift alarm.", "float",
+                                 lo=0.0, hi=1.0)
     # ------------------------------------------------------------------- operations
     metrics_port: int | None = _f(None, "Prometheus port for this worker; None = the role default below.",
                                   "opt_int", lo=0, hi=65535)

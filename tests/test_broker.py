@@ -66,6 +66,7 @@ def test_standard_topics_table():
         "prefstream.explain-requests": (1, {}),
         "prefstream.explanations": (3, {}),
         "prefstream.dead-letters": (1, {}),
+        "prefstream.drift": (1, {}),
     }
     assert {n: (s.partitions, dict(s.config)) for n, s in TOPICS.items()} == expected
     assert MODEL_SNAPSHOT_MAX_BYTES == 8 * 1024 * 1024

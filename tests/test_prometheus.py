@@ -1,10 +1,19 @@
-"""Prometheus scrape of a worker-style metrics endpoint, and the Grafana dashboard's metric names.
+"""Prometheus scrapes, alert rules and the Grafana dashboard's metrics and queries.
 
 ``test_prometheus_scrapes_worker_metrics`` starts a real Prometheus (Debian's ``prometheus``
 package, through deploy/prometheus/start.sh with the real deploy/prometheus/prometheus.yml)
 on a free loopback port. It scrapes an endpoint served by ``prometheus_client.start_http_server``
 in this process with the workers' own registry (``stream.metrics.build_metrics``), and the
 test reads the counter back through Prometheus's HTTP query API.
+
+``test_every_dashboard_panel_returns_a_series_from_real_workers`` runs the learner and explainer
+workers as subprocesses on the real broker, feeds them events, lets the same Prometheus scrape
+them, and requires a non-empty answer to every panel query of the dashboard; then the preference
+flips and valid drift records must reach the drift topic and be counted in Prometheus.
+
+``test_alert_rules_pass_their_promtool_unit_tests`` runs ``promtool test rules`` on
+deploy/prometheus/alerts_test.yml. Tests that need ``prometheus``/``promtool`` skip without
+them locally and fail under ``CI=true`` (.ci/run installs Debian's package).
 """
 
 from __future__ import annotations
@@ -21,34 +30,27 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PROM_DIR = REPO / "deploy" / "prometheus"
 DASHBOARD = REPO / "deploy" / "grafana" / "prefstream-dashboard.json"
 
-#: The fixed worker metric names (issue 2, item 5) and their Prometheus types.
-FIXED_METRICS = {
-    "prefstream_events_consumed_total": "counter",
-    "prefstream_events_learned_total": "counter",
-    "prefstream_dead_letters_total": "counter",
-    "prefstream_learn_latency_seconds": "histogram",
-    "prefstream_model_version": "gauge",
-    "prefstream_progressive_accuracy": "gauge",
-    "prefstream_progressive_log_loss": "gauge",
-    "prefstream_progressive_roc_auc": "gauge",
-    "prefstream_explanations_total": "counter",
-    "prefstream_explanation_latency_seconds": "histogram",
-    "prefstream_explanations_skipped_total": "counter",
-    "prefstream_refit_duration_seconds": "histogram",
-    "prefstream_refit_training_size": "gauge",
-    "prefstream_refit_validation_auc": "gauge",
-    "prefstream_consumer_lag": "gauge",
-    "prefstream_capacity_nonzero_masses": "gauge",
-    "prefstream_capacity_constraint_violation": "gauge",
-    "prefstream_capacity_regret_proxy": "gauge",
-}
+#: The worker metric names and their Prometheus types: the one list in stream.metrics.
+from stream.metrics import METRIC_TYPES as FIXED_METRICS  # noqa: E402
+
 _METRIC_RE = re.compile(r"\bprefstream_[a-z0-9_]+")
+
+
+def _need(binary: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        msg = f"{binary} (Debian package prometheus) is not installed (apt-get install -y prometheus; .ci/run does it)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
 
 
 def _free_port() -> int:
@@ -178,9 +180,7 @@ def test_prometheus_config_is_valid_and_targets_the_workers():
     text = (PROM_DIR / "prometheus.yml").read_text(encoding="utf-8")
     assert '"127.0.0.1:9464"' in text and '"127.0.0.1:9465"' in text
     assert "job_name: prefstream-learner" in text and "job_name: prefstream-explainer" in text
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool (Debian package prometheus) not installed")
+    promtool = _need("promtool")
     out = subprocess.run([promtool, "check", "config", str(PROM_DIR / "prometheus.yml")],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -244,3 +244,116 @@ def test_fixed_metrics_exist_in_the_worker_registry():
         types[name] = family.type
     for name, kind in FIXED_METRICS.items():
         assert types.get(name) == kind, (name, types.get(name), kind)
+
+
+# ------------------------------------------------------------------ alert rules
+
+
+def test_alert_rules_pass_their_promtool_unit_tests():
+    promtool = _need("promtool")
+    check = subprocess.run([promtool, "check", "rules", str(PROM_DIR / "alerts.yml")], capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 8 rules found" in check.stdout
+    out = subprocess.run([promtool, "test", "rules", "alerts_test.yml"], cwd=PROM_DIR, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+    # every rule of alerts.yml has a unit test in which it fires (``exp_alerts:`` with a list below)
+    rules = set(re.findall(r"^\s*- alert: (\w+)\s*$", (PROM_DIR / "alerts.yml").read_text(), re.M))
+    tested, current = set(), None
+    for line in (PROM_DIR / "alerts_test.yml").read_text().splitlines():
+        m = re.match(r"\s*alertname: (\w+)", line)
+        current = m.group(1) if m else current
+        if re.match(r"\s*exp_alerts:\s*$", line):
+            tested.add(current)
+    assert rules == tested, f"rules without a firing unit test: {sorted(rules - tested)}"
+
+
+# ------------------------------------------------------------------ the dashboard against real workers
+
+
+@pytest.mark.prometheus
+def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstrap, kafka_options, tmp_path):
+    """Learner + explainer subprocesses on the broker, a real Prometheus, every panel query answered."""
+    _need("prometheus")
+    from tests.test_workers_kafka import Stack, free_port, pref_event
+
+    stack = Stack(kafka_bootstrap, kafka_options, tmp_path)  # run-unique topics, the drift topic included
+    lport, eport, prom_port = free_port(), free_port(), free_port()
+    env = dict(PREFSTREAM_MODELS="linear-bt,capacity,gpm", PREFSTREAM_FEATURE_NAMES="a,b,c",
+               PREFSTREAM_MODEL_PARAMS=json.dumps({"gpm": {"refit_every": 100, "min_train": 50, "window_size": 300}}),
+               PREFSTREAM_MONITOR_WINDOW="20", PREFSTREAM_MONITOR_WARMUP="0", PREFSTREAM_MONITOR_CHECK_EVERY="10",
+               PREFSTREAM_EXPLAIN_MAX_QUEUE="100000")
+    prom_env = dict(os.environ, PREFSTREAM_PROMETHEUS_PORT=str(prom_port),
+                    PREFSTREAM_PROMETHEUS_RUN=str(tmp_path / "prom"),
+                    PREFSTREAM_LEARNER_METRICS_PORT=str(lport), PREFSTREAM_EXPLAINER_METRICS_PORT=str(eport))
+    try:
+        stack.start("learn", "--metrics-port", str(lport), **env)
+        stack.start("explain", "--metrics-port", str(eport), "--sample-rate", "1.0", **env)
+        start = subprocess.run(["bash", str(PROM_DIR / "start.sh")], env=prom_env, capture_output=True, text=True,
+                               timeout=60)
+        assert start.returncode == 0, f"deploy/prometheus/start.sh failed:\n{start.stderr}"
+        base = start.stdout.strip().splitlines()[-1]
+
+        rng = np.random.default_rng(3)
+        events = [pref_event(i, rng, prefix="dash") for i in range(600)]
+        stack.send("preferences", events[:300])
+        stack.wait(lambda: stack.totals()[0] >= 300 or None, 120, "300 learned events")
+        # events after the first snapshots get explained; a duplicate, a malformed event, a bad request
+        stack.send("preferences", events[300:] + [events[0], ("bad", b"{not json")])
+        stack.send("explain_requests", [("r-bad", b'{"request_id": "r-bad"}')])
+
+        dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+        queries = [e.replace("$__rate_interval", "1m").replace("$model", ".*").replace("$method", ".*")
+                   for e in _dashboard_exprs(dash)]
+        assert len(queries) == len(set(queries)) >= len(FIXED_METRICS)
+
+        def empty():
+            return [q for q in queries if not _query(base, q)["data"]["result"]]
+
+        deadline = time.monotonic() + 240
+        missing = empty()
+        while missing and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in stack.procs), f"a worker exited\n{stack.log_text()}"
+            time.sleep(2.0)
+            missing = empty()
+        assert missing == [], f"dashboard queries without a series: {missing}\n{stack.log_text()}"
+        # the global-importance gauges are bounded: at most top-K (20) + other per (model, method)
+        res = _query(base, "count by (model, method) (prefstream_global_mean_abs_phi)")["data"]["result"]
+        assert res and all(1 <= float(r["value"][1]) <= 21 for r in res)
+        assert {r["metric"]["model"] for r in res} >= {"linear-bt"}
+        # the rules are loaded by the running Prometheus
+        with urllib.request.urlopen(f"{base}/api/v1/rules", timeout=5) as resp:
+            groups = json.load(resp)["data"]["groups"]
+        assert sum(len(g["rules"]) for g in groups) == 8
+
+        # the preference flips (feature a now counts 4x, b 0.1x): a drift record reaches the drift topic
+        from stream.monitor import drift_record_ok
+
+        flipped = []
+        for i in range(600):
+            xl, xr = rng.normal(size=3), rng.normal(size=3)
+            y = 1 if np.array([4.0, -0.1, 0.5]) @ (xl - xr) > 0 else -1
+            flipped.append((f"flip{i}", json.dumps({
+                "schema_version": 1, "event_id": f"flip{i}", "timestamp": 1700001000 + i, "outcome": y,
+                "left": {"features": dict(zip("abc", map(float, xl)))},
+                "right": {"features": dict(zip("abc", map(float, xr)))}}).encode()))
+        stack.send("preferences", flipped)
+        def explanation_drift():
+            recs = [json.loads(v) for _, v in stack.read("drift")]
+            ok = any(r["kind"] in ("ranking", "feature") and (r["model"], r["method"]) == ("linear-bt", "linear-shapley")
+                     for r in recs)
+            return [r for r in recs if r["kind"] in ("ranking", "feature")] if ok else None
+
+        drift = stack.wait(explanation_drift, 180, "a linear-bt explanation drift record on the drift topic")
+        for rec in drift:  # every model's records are valid drift.v1 records (a window of 20 is noisy)
+            drift_record_ok(rec)
+        def counted():
+            res = _query(base, 'sum(prefstream_drift_total{kind=~"ranking|feature"})')["data"]["result"]
+            return bool(res) and float(res[0]["value"][1]) >= len(drift) or None
+
+        assert stack.wait(counted, 60, "prefstream_drift_total, scraped by Prometheus, to count every record")
+    finally:
+        subprocess.run(["bash", str(PROM_DIR / "stop.sh")], env=prom_env, capture_output=True, timeout=60)
+        stack.close()

@@ -34,7 +34,7 @@ from stream.workers._snapshot import digest_add, event_hash, split_stream_meta
 pytestmark = pytest.mark.kafka
 
 REPO = Path(__file__).resolve().parents[1]
-TOPIC_KEYS = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters")
+TOPIC_KEYS = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters", "drift")
 W_TRUE = np.array([1.0, -2.0, 0.5])
 
 

@@ -1,41 +1,30 @@
 """Generate deploy/grafana/prefstream-dashboard.json (run: python deploy/grafana/build_dashboard.py).
 
-The dashboard shows exactly the prefstream worker metrics listed in ``METRICS`` (the names are
-fixed; ``stream/metrics.py`` creates them). tests/test_prometheus.py checks that the committed
-JSON equals this script's output and uses no other metric.
+The dashboard shows exactly the prefstream worker metrics of ``stream.metrics.METRIC_TYPES``
+(the one list; ``stream/metrics.py`` creates them): every metric there must get a panel here or
+:func:`build` raises. tests/test_prometheus.py checks that the committed JSON equals this
+script's output, uses no other metric, and that every panel's query returns a series from a real
+Prometheus scraping real workers.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 OUT = Path(__file__).with_name("prefstream-dashboard.json")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-#: metric -> type, as exposed (counters with _total)
-METRICS = {
-    "prefstream_events_consumed_total": "counter",
-    "prefstream_events_learned_total": "counter",
-    "prefstream_dead_letters_total": "counter",
-    "prefstream_learn_latency_seconds": "histogram",
-    "prefstream_model_version": "gauge",
-    "prefstream_progressive_accuracy": "gauge",
-    "prefstream_progressive_log_loss": "gauge",
-    "prefstream_progressive_roc_auc": "gauge",
-    "prefstream_explanations_total": "counter",
-    "prefstream_explanation_latency_seconds": "histogram",
-    "prefstream_explanations_skipped_total": "counter",
-    "prefstream_refit_duration_seconds": "histogram",
-    "prefstream_refit_training_size": "gauge",
-    "prefstream_refit_validation_auc": "gauge",
-    "prefstream_consumer_lag": "gauge",
-    "prefstream_capacity_nonzero_masses": "gauge",
-    "prefstream_capacity_constraint_violation": "gauge",
-    "prefstream_capacity_regret_proxy": "gauge",
-}
+from stream.metrics import METRIC_TYPES  # noqa: E402
+
+#: metric -> type, as exposed (counters with _total): stream.metrics' list, not a copy
+METRICS = dict(METRIC_TYPES)
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 M = 'model=~"$model"'
+MM = 'model=~"$model", method=~"$method"'
 RI = "$__rate_interval"
 
 
@@ -109,6 +98,9 @@ def build() -> dict:
     L.panel("Dead letters / s by reason",
             [target(f"sum by (reason) (rate(prefstream_dead_letters_total[{RI}]))", "{{reason}}", "A")],
             "ops", description="Messages routed to prefstream.dead-letters: prefstream_dead_letters_total.")
+    L.panel("Duplicates skipped / s by topic",
+            [target(f"sum by (topic) (rate(prefstream_duplicate_events_total[{RI}]))", "{{topic}}", "A")],
+            "ops", description="Examples skipped by the event_id dedupe window: prefstream_duplicate_events_total.")
     L.panel("Consumer lag by topic/partition",
             [target("sum by (topic, partition) (prefstream_consumer_lag)", "{{topic}}[{{partition}}]", "A")],
             "short", description="High watermark minus next offset: prefstream_consumer_lag.", minv=0)
@@ -134,6 +126,9 @@ def build() -> dict:
     L.row("Batch refit (GPM)")
     L.panel("Refit duration (p50, p99)", quantiles("prefstream_refit_duration_seconds", "model", M),
             "s", description="prefstream_refit_duration_seconds histogram.")
+    L.panel("Refit failures / s",
+            [target(f"sum by (model) (rate(prefstream_refit_failures_total{{{M}}}[{RI}]))", "{{model}}", "A")],
+            "ops", description="Refits that raised (online learning goes on): prefstream_refit_failures_total.")
     L.panel("Refit training size",
             [target(f"max by (model) (prefstream_refit_training_size{{{M}}})", "{{model}}", "A")],
             "short", minv=0, description="prefstream_refit_training_size.")
@@ -151,6 +146,34 @@ def build() -> dict:
             [target(f"sum by (reason) (rate(prefstream_explanations_skipped_total[{RI}]))", "{{reason}}", "A")],
             "ops", description="prefstream_explanations_skipped_total.")
 
+    L.row("Global explanations (stream.monitor: sliding window, top-K features + other)")
+    L.panel("Global importance: window mean |φ| by feature",
+            [target(f"max by (model, method, feature) (prefstream_global_mean_abs_phi{{{MM}}})",
+                    "{{feature}} ({{method}}, {{model}})", "A")],
+            "none", minv=0, w=12, description="Mean |attribution| over the last monitor_window explanations; the "
+            "top monitor_top_k features by name, the rest summed as 'other': prefstream_global_mean_abs_phi.")
+    L.panel("Global direction: window mean φ by feature",
+            [target(f"max by (model, method, feature) (prefstream_global_mean_phi{{{MM}}})",
+                    "{{feature}} ({{method}}, {{model}})", "A")],
+            "none", w=12, description="Mean signed attribution over the window: prefstream_global_mean_phi.")
+    L.panel("Capacity Shapley importance (latest snapshot)",
+            [target(f"max by (model, feature) (prefstream_capacity_shapley{{{M}}})", "{{feature}} ({{model}})", "A")],
+            "none", w=12, description="Shapley index of each criterion of the capacity: prefstream_capacity_shapley.")
+    L.panel("Capacity interaction indices (top pairs)",
+            [target(f"max by (model, pair) (prefstream_capacity_interaction{{{M}}})", "{{pair}} ({{model}})", "A")],
+            "none", w=12, description="Shapley interaction index I_ij of the top pairs by |I|: "
+            "prefstream_capacity_interaction.")
+
+    L.row("Drift (alarms on prefstream.drift)")
+    L.panel("Importance ranking nDCG vs reference window",
+            [target(f"min by (model, method) (prefstream_global_importance_ndcg{{{MM}}})", "{{method}} ({{model}})", "A")],
+            "none", minv=0, maxv=1, w=12, description="nDCG@K of the window's mean-|φ| ranking against the reference "
+            "window; a ranking drift alarm fires below drift_ndcg_threshold (0.9): prefstream_global_importance_ndcg.")
+    L.panel("Drift alarms by model and kind",
+            [target(f"sum by (model, kind) (increase(prefstream_drift_total{{{M}}}[{RI}]))", "{{kind}} ({{model}})", "A")],
+            "short", minv=0, w=12, description="Alarms of kind model (ADWIN on the log loss), ranking (nDCG) and "
+            "feature (ADWIN on a feature's share of |φ|): prefstream_drift_total.")
+
     L.row("Capacity learner (Choquet, RDA / ADMM-RDA)")
     L.panel("Non-zero Möbius masses",
             [target(f"max by (model) (prefstream_capacity_nonzero_masses{{{M}}})", "{{model}}", "A")],
@@ -162,9 +185,18 @@ def build() -> dict:
             [target(f"max by (model) (prefstream_capacity_regret_proxy{{{M}}})", "{{model}}", "A")],
             "none", description="prefstream_capacity_regret_proxy.")
 
+    used = {m for p in L.panels for t in p.get("targets", []) for m in re.findall(r"\bprefstream_[a-z0-9_]+", t["expr"])}
+    used = {re.sub(r"_(bucket|sum|count)$", "", m) if METRICS.get(re.sub(r"_(bucket|sum|count)$", "", m)) == "histogram"
+            else m for m in used}
+    if set(METRICS) - used:
+        raise SystemExit(f"metrics of stream.metrics without a panel: {sorted(set(METRICS) - used)}")
     return {
         "__inputs": [],
-        "annotations": {"list": []},
+        "annotations": {"list": [
+            {"name": "Drift alarms", "datasource": DS, "enable": True, "iconColor": "red",
+             "expr": f"sum by (model, kind) (changes(prefstream_drift_total{{{M}}}[1m])) > 0",
+             "step": "1m", "titleFormat": "{{kind}} drift", "textFormat": "{{model}}", "tagKeys": "model,kind"},
+        ]},
         "description": "prefstream learner and explainer workers (deploy/prometheus/prometheus.yml scrapes them)",
         "editable": True,
         "fiscalYearStartMonth": 0,
@@ -181,6 +213,11 @@ def build() -> dict:
             {"name": "model", "label": "model", "type": "query", "datasource": DS,
              "definition": "label_values(prefstream_events_learned_total, model)",
              "query": {"query": "label_values(prefstream_events_learned_total, model)", "refId": "model"},
+             "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0,
+             "refresh": 2, "regex": "", "sort": 1, "options": []},
+            {"name": "method", "label": "explanation method", "type": "query", "datasource": DS,
+             "definition": "label_values(prefstream_global_mean_abs_phi, method)",
+             "query": {"query": "label_values(prefstream_global_mean_abs_phi, method)", "refId": "method"},
              "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0,
              "refresh": 2, "regex": "", "sort": 1, "options": []},
         ]},

@@ -10,6 +10,7 @@
 #   PREFSTREAM_LEARNER_METRICS_PORT   learner worker metrics port (default 9464)
 #   PREFSTREAM_EXPLAINER_METRICS_PORT explainer worker metrics port (default 9465)
 #   PREFSTREAM_PROMETHEUS_TIMEOUT     seconds to wait for /-/ready (default 30)
+#   PREFSTREAM_PROMETHEUS_RULES       alert rules copied beside the config (default alerts.yml here)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PORT="${PREFSTREAM_PROMETHEUS_PORT:-9090}"
@@ -31,6 +32,7 @@ fi
 sed -e "s#127\.0\.0\.1:9464#127.0.0.1:${PREFSTREAM_LEARNER_METRICS_PORT:-9464}#" \
     -e "s#127\.0\.0\.1:9465#127.0.0.1:${PREFSTREAM_EXPLAINER_METRICS_PORT:-9465}#" \
     "$TEMPLATE" > "$RUN/prometheus.yml"
+cp "${PREFSTREAM_PROMETHEUS_RULES:-$HERE/alerts.yml}" "$RUN/alerts.yml"
 rm -rf "$RUN/tsdb"; mkdir -p "$RUN/tsdb"
 setsid nohup prometheus \
     --config.file="$RUN/prometheus.yml" \

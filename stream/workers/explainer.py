@@ -47,6 +47,7 @@ from stream.contract import (
     parse_preference,
 )
 from stream.metrics import Metrics, build_metrics
+from stream.monitor import Monitor
 from stream.workers._snapshot import parse_snapshot_key, split_stream_meta
 
 __all__ = ["ExplainJob", "ExplainerCore", "run_explainer"]
@@ -93,6 +94,8 @@ class ExplainerCore:
         self.budgets = {"exact_players": int(getattr(settings, "explain_exact_players", 10)),
                         "max_coalitions": int(getattr(settings, "explain_max_coalitions", 2048)),
                         "reference_size": int(getattr(settings, "explain_reference_size", 128))}
+        #: global importances and explanation-drift alarms (stream.monitor)
+        self.monitor = Monitor.from_settings(settings, self.metrics)
 
     # ------------------------------------------------------------------ models
     def on_snapshot(self, key, value) -> None:
@@ -278,6 +281,7 @@ class ExplainerCore:
                     rec["extra"].setdefault("origin", job.origin)
                 records.append(rec)
                 self.metrics.explanations.labels(method=e.method).inc()
+        self.monitor.observe(records)
         return records
 
 
@@ -348,6 +352,8 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
                 records = await loop.run_in_executor(executor, core.explain, job, plan)
                 for rec in records:
                     await topics["explanations"].send(key=rec["request_id"].encode(), value=json.dumps(rec).encode())
+                for rec in core.monitor.drain():
+                    await topics["drift"].send(key=rec["model"].encode(), value=json.dumps(rec).encode())
             except Exception:  # noqa: BLE001 - the drain loop must survive any one job
                 core.metrics.explanations_skipped.labels(reason="error").inc()
                 log.exception("explaining %s failed", [x.event_id for x in job.examples][:3])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,7 @@ from stream.contract import (
     parse_preference,
 )
 from stream.metrics import Metrics, build_metrics
+from stream.monitor import Monitor
 from stream.workers._snapshot import (
     attach_stream_meta,
     digest_add,
@@ -159,7 +161,12 @@ class LearnerCore:
         # labelled children resolved once (``labels()`` costs ~10 µs per call)
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
         self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
+        for m in self.models:  # counters alerts read with increase(): a series from 0, not from the first event
+            self.metrics.refit_failures.labels(model=m)
+            self.metrics.drift.labels(model=m, kind="model")
         self._m_consumed: dict[str, Any] = {}
+        #: model drift: ADWIN on the progressive log loss (stream.monitor)
+        self.monitor = Monitor.from_settings(settings, self.metrics)
         #: per item-topic partition, the end offset when the worker started: bad item records
         #: below it are counted but not dead-lettered again (an earlier run did that)
         self.items_live_from: dict[int, int] = {}
@@ -311,6 +318,7 @@ class LearnerCore:
         acc.update(y, p > 0.5)
         ll.update(y, p)
         auc.update(y, p)
+        self.monitor.observe_loss(name, y, p)
 
     # ------------------------------------------------------------------ refits
     def _maybe_refit(self, st: SourceState, name: str, slot: ModelSlot) -> None:
@@ -341,6 +349,7 @@ class LearnerCore:
 
     def _refit_failed(self, name, exc, slot) -> None:
         slot.refit_running = False
+        self.metrics.refit_failures.labels(model=name).inc()
         log.error("refit of %s failed: %r", name, exc)
 
     def _refit_done(self, st, name, slot, t0, res) -> None:
@@ -445,15 +454,20 @@ class LearnerCore:
             m.progressive_roc_auc.labels(model=name).set(auc.get())
         for st in self.sources.values():
             for name, slot in st.slots.items():
+                try:  # the capacity learner reports its diagnostics as one dict (CapacityLearner.metrics)
+                    stats = dict(slot.learner.metrics()) if callable(getattr(slot.learner, "metrics", None)) else {}
+                except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
+                    stats = {}
                 for attr, gauge in (("nonzero_masses", m.capacity_nonzero_masses),
                                     ("constraint_violation", m.capacity_constraint_violation),
                                     ("regret_proxy", m.capacity_regret_proxy)):
-                    fn = getattr(slot.learner, attr, None)
+                    fn = stats.get(attr, getattr(slot.learner, attr, None))
                     if fn is None:
                         continue
                     try:
-                        v = fn() if callable(fn) else fn
-                        gauge.labels(model=name).set(float(v))
+                        v = float(fn() if callable(fn) else fn)
+                        if math.isfinite(v):  # never publish non-finite state (NaN before any example)
+                            gauge.labels(model=name).set(v)
                     except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
                         pass
 
@@ -579,6 +593,11 @@ def attach_learner(app, core: LearnerCore) -> None:
     @app.timer(1.0)
     async def gauges():
         core.update_gauges()
+        for rec in core.monitor.drain():
+            try:
+                await topics["drift"].send(key=rec["model"].encode(), value=json.dumps(rec).encode())
+            except Exception:  # noqa: BLE001 - the alarm is counted in prefstream_drift_total either way
+                log.exception("publishing a drift record of %s failed", rec["model"])
         consumer = app.consumer
         for st in list(core.sources.values()):
             try:
