@@ -332,6 +332,10 @@ class _CapacityLearner(PreferenceLearner):
         R = self._prep(self._check_array(X_right), learn=False)
         return self._values(L) - self._values(R)
 
+    def margin_many(self, X_left, X_right, context=None) -> np.ndarray:
+        """The batch contract's name for :meth:`margins` (context ignored), shape (n_pairs,)."""
+        return self.margins(X_left, X_right)
+
     # ---------------------------------------------------------------- learning
     def _check_weight(self, weight) -> float:
         check_param(type(self).__name__, "weight", weight, _is_real(weight) and 0 < weight < math.inf,

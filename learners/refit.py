@@ -13,6 +13,10 @@ seconds since the last refit completed; ADWIN (Bifet & Gavaldà 2007) detecting 
 ``−log σ(y g)`` of the current model. The first fit happens once the window holds ``min_train``
 strict (y ≠ 0) pairs.
 
+Batches: :meth:`RefittingGPM.learn_many` appends a whole batch (one kernel block for the
+progressive losses) and the worker checks the refit trigger once per batch;
+:meth:`RefittingGPM.margin_many` predicts a batch with one kernel block against the Nyström centres.
+
 Indifferent outcomes (y = 0) are counted but not stored (the GPM likelihood has no draws);
 ``weight`` is accepted for API compatibility and ignored (documented limitation).
 """
@@ -224,6 +228,122 @@ class RefittingGPM(PreferenceLearner):
                     return
                 slot = j
             self._XL[slot], self._XR[slot], self._U[slot], self._y[slot] = xl, xr, u, y
+
+    def _check_many(self, X_left, X_right, context):
+        """Float arrays (n, d), (n, d), (n, p) of a batch, checked like :meth:`_arrays` checks a row."""
+        o = type(self).__name__
+        XL = np.asarray(X_left, dtype=np.float64)
+        XR = np.asarray(X_right, dtype=np.float64)
+        if XL.ndim != 2 or XL.shape != XR.shape or XL.shape[1] != self._d:
+            raise InvalidInputError(f"{o}: X_left and X_right must both have shape (n, {self._d}) with columns "
+                                    f"{self.feature_names_in}; got {XL.shape} and {XR.shape}.")
+        n = XL.shape[0]
+        if self._p:
+            if context is None:
+                raise InvalidInputError(f"{o} ({self.model_name}) needs a context array with columns {self.context_names}.")
+            U = np.asarray(context, dtype=np.float64)
+            if U.shape != (n, self._p):
+                raise InvalidInputError(f"{o}: context must have shape ({n}, {self._p}); got {U.shape}.")
+        else:
+            U = np.zeros((n, 0))
+        if not (np.isfinite(XL).all() and np.isfinite(XR).all() and np.isfinite(U).all()):
+            raise InvalidInputError(f"{o}: features and context must be finite (no NaN or inf).")
+        return XL, XR, U
+
+    def _margins(self, model, XL, XR, U) -> np.ndarray:
+        if model is None:
+            return np.zeros(XL.shape[0])
+        if self._p:
+            return np.asarray(model.decision_function(XL, XR, U), dtype=np.float64)
+        return np.asarray(model.decision_function(XL, XR), dtype=np.float64)
+
+    def margin_many(self, X_left, X_right, context=None) -> np.ndarray:
+        """Margins of a batch from the current fitted model (zeros before the first fit).
+
+        One kernel block K(batch, Nyström centres) @ α (:meth:`learners.gpm.GPM.decision_function`),
+        so equal to the :meth:`margin_one` loop up to floating-point summation order.
+        """
+        XL, XR, U = self._check_many(X_left, X_right, context)
+        if XL.shape[0] == 0:
+            return np.zeros(0)
+        return self._margins(self._model, XL, XR, U)
+
+    def predict_proba_many(self, X_left, X_right, context=None) -> np.ndarray:
+        """P(left preferred) for a batch (one kernel block).
+
+        Raises
+        ------
+        NotFittedError
+            Before the first refit, as :meth:`predict_proba_one`.
+        """
+        if self._model is None:
+            raise NotFittedError(f"{type(self).__name__} has not been refitted yet ({self._len} pairs stored, "
+                                 f"min_train={self.min_train}).")
+        return super().predict_proba_many(X_left, X_right, context)
+
+    def learn_many(self, X_left, X_right, y, context=None, weight=None) -> None:
+        """Append a batch to the window; equal to the :meth:`learn_one` loop.
+
+        The progressive losses of the whole batch come from one kernel block against the current
+        model (the model does not change inside a batch: refits are separate calls, and the worker
+        asks :meth:`wants_refit` once per batch). ADWIN sees the losses in row order. The sliding
+        window is written with one fancy-indexed assignment; the reservoir draws its random slots
+        row by row in the loop's order. ``weight`` is checked and ignored, as in :meth:`learn_one`.
+
+        Raises
+        ------
+        InvalidInputError
+            Shapes, NaN/inf, outcomes outside {+1, −1, 0}, missing context; nothing is learned then.
+        """
+        o = type(self).__name__
+        XL, XR, U = self._check_many(X_left, X_right, context)
+        n = XL.shape[0]
+        Y = np.asarray(y)
+        if Y.shape != (n,) or Y.dtype == bool or Y.dtype.kind not in "iuf" or not np.isin(Y, (-1, 0, 1)).all():
+            raise InvalidInputError(f"{o}: y must have shape ({n},) with values in {{+1, -1, 0}}.")
+        if weight is not None:
+            W = np.asarray(weight, dtype=np.float64)
+            if W.shape != (n,) or not (np.isfinite(W).all() and (W > 0).all()):
+                raise InvalidInputError(f"{o}: weight must be {n} finite floats > 0.")
+        self._n_seen += n
+        self._since += n
+        strict = Y != 0
+        XL, XR, U, Y = XL[strict], XR[strict], U[strict], Y[strict].astype(np.float64)
+        k = Y.shape[0]
+        if k == 0:
+            return
+        model = self._model
+        if model is not None:
+            losses = np.minimum(10.0, np.logaddexp(0.0, -Y * self._margins(model, XL, XR, U)))
+            self._loss_sum += float(losses.sum())
+            self._loss_n += k
+            if self.drift:
+                adwin = self._adwin
+                for v in losses.tolist():
+                    adwin.update(v)
+                    if adwin.drift_detected:
+                        self._drift_flag = True
+        with self._lock:
+            if self.window == "sliding":
+                ws = self.window_size
+                take = slice(max(0, k - ws), k)  # only the last window_size rows survive
+                pos = (self._head + max(0, k - ws) + np.arange(min(k, ws))) % ws
+                self._XL[pos], self._XR[pos], self._U[pos], self._y[pos] = XL[take], XR[take], U[take], Y[take]
+                self._head = (self._head + k) % ws
+                self._len = min(self._len + k, ws)
+                self._n_strict += k
+                return
+            for i in range(k):  # reservoir: Algorithm R, one draw per row as in learn_one
+                self._n_strict += 1
+                if self._len < self.window_size:
+                    slot = self._len
+                    self._len += 1
+                else:
+                    j = int(self._rng.integers(0, self._n_strict))
+                    if j >= self.window_size:
+                        continue
+                    slot = j
+                self._XL[slot], self._XR[slot], self._U[slot], self._y[slot] = XL[i], XR[i], U[i], Y[i]
 
     def margin_one(self, x_left, x_right, context=None) -> float:
         """g(x_left, x_right[, context]) from the current fitted model; 0.0 before the first fit."""

@@ -381,10 +381,10 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_learns_nothing_twice(
 
     w1 = stack.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
 
-    def produce():
+    def produce():  # ~8 s of stream: the batched worker keeps up, so the kill lands mid-stream
         for k in range(0, len(stream), 100):
             stack.send("preferences", stream[k:k + 100])
-            time.sleep(0.05)
+            time.sleep(0.25)
 
     t = threading.Thread(target=produce)
     t.start()

@@ -354,13 +354,12 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
 
 def run_explainer(settings, loglevel: str | None = None) -> int:
     """Run the explainer worker until SIGTERM/SIGINT; returns the exit code."""
-    from stream.app import build_app
+    from stream.app import build_app, run_faust_worker
     from stream.metrics import start_metrics_server
-    from stream.workers.learner import _run_worker
 
     metrics = build_metrics()
     start_metrics_server(settings.port_for("explainer"), metrics.registry)
     app = build_app(settings, "explainer")
     core = ExplainerCore(settings, metrics=metrics)
     attach_explainer(app, core, executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-explain"))
-    return _run_worker(app, loglevel or settings.log_level)
+    return run_faust_worker(app, loglevel or settings.log_level)
