@@ -62,6 +62,8 @@ class LearnerLoop:
         self.stop = asyncio.Event()
         self.consumer = None
         self.producer = None
+        self.fatal: Exception | None = None
+        self.ready = asyncio.Event()  # set once the assigned sources are restored
 
     # ------------------------------------------------------------------ rebalance listener
     async def on_partitions_revoked(self, revoked) -> None:
@@ -69,6 +71,7 @@ class LearnerLoop:
         # delivered after the new owner's first one would roll its state back. Until the new
         # assignment, neither learn nor publish.
         self.paused = True
+        self.ready.clear()
         self.generation += 1
         pending = [t for t in self.tasks if not t.done()]
         log.info("partitions revoked (%d snapshot deliveries in flight): %s", len(pending), sorted(map(str, revoked)))
@@ -85,6 +88,22 @@ class LearnerLoop:
         self.generation += 1
         self.paused = False
         log.info("partitions assigned: %s", sorted(map(str, assigned)))
+        # rebuild every assigned source now, before the first fetch (so that restoring is not
+        # counted in any event's arrival → learned latency); ``ensure`` is the lazy fallback
+        gen = self.generation
+        try:
+            for tp in assigned:
+                if gen != self.generation:
+                    return
+                await self.ensure(tp.topic, tp.partition, gen)
+        except SnapshotError as exc:  # a snapshot that cannot be loaded stops the worker
+            self.fatal = exc
+            self.stop.set()
+        except Exception:  # noqa: BLE001 - e.g. the model topic is slow: restore lazily instead
+            log.exception("restoring the assigned sources failed; restoring on first use")
+        finally:
+            if gen == self.generation:
+                self.ready.set()
 
     # ------------------------------------------------------------------ sources
     async def ensure(self, topic: str, partition: int, generation: int):
@@ -166,6 +185,11 @@ class LearnerLoop:
         s = self.settings
         limit = int(s.batch_max_events)
         window = float(s.batch_max_ms) / 1000.0
+        if not self.ready.is_set():  # records the client prefetched meanwhile wait in its buffer
+            try:
+                await asyncio.wait_for(self.ready.wait(), 0.2)
+            except asyncio.TimeoutError:
+                return self.generation, {}
         gen = self.generation
         out: dict = {}
         n, deadline = 0, None
@@ -280,7 +304,7 @@ class LearnerLoop:
                 gen, batch = await self.fetch()
                 if batch:
                     await self.handle(gen, batch)
-            if not self.paused:
+            if not self.paused and self.fatal is None:
                 await self.final_snapshots()
         finally:
             for t in helpers:
@@ -292,6 +316,8 @@ class LearnerLoop:
                 await asyncio.wait(pending, timeout=10)
             await self.consumer.stop()
             await self.producer.stop()
+        if self.fatal is not None:
+            raise self.fatal
         return 0
 
 
