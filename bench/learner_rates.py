@@ -13,12 +13,13 @@ or of predicting with a state up to one batch old). For the GPM the batch *predi
 the goal (one kernel block against the Nyström centres).
 
 **Refits beside learning** (issue item 6): the batch rate of capacity + GPM learning is measured
-again while a GPM refit (window of ``--window`` duels) runs in a thread with torch limited to
-one thread; ``refit_rate_ratio`` = rate during the refit / rate without.
+again while a GPM refit (window of ``--window`` duels) runs in a thread (torch limited to one
+thread), then in a worker process (``fit_window``, as the learner worker does);
+``refit_thread_rate_ratio`` / ``refit_process_rate_ratio`` = rate during the refit / rate without.
 
 The last line is ``key=value`` pairs: ``<model>_one_per_s``, ``<model>_batch_per_s``,
 ``<model>_acc_one``, ``<model>_acc_batch`` for each model, ``gpm_predict_batch_per_s``,
-``refit_rate_ratio`` and ``load_average``.
+the two refit ratios and ``load_average``.
 
 Reproduce: ``OMP_NUM_THREADS=1 python bench/learner_rates.py`` (data in ``$PREFSTREAM_DATA_DIR``).
 """
@@ -150,26 +151,44 @@ def main(argv=None) -> int:
         return n / (time.perf_counter() - t0)
 
     base = learn_for(3.0)
-    done = threading.Event()
-    refit_s = []
 
-    def refit():
-        t = time.perf_counter()
-        lrs["gpm"].refit()
-        refit_s.append(time.perf_counter() - t)
-        done.set()
+    def during_refit(mode: str) -> tuple[float, float]:
+        """Mean learning rate while one GPM refit runs in a thread or in a worker process."""
+        done = threading.Event()
+        took = []
 
-    th = threading.Thread(target=refit)
-    th.start()
-    during, k = [], 0
-    while not done.is_set():
-        during.append(learn_for(0.5))
-        k += 1
-    th.join()
-    d_rate = float(np.mean(during)) if during else float("nan")
-    out["refit_rate_ratio"] = d_rate / base
-    print(f"capacity+gpm batch learning: {base:.0f}/s without a refit, {d_rate:.0f}/s during a {refit_s[0]:.1f} s "
-          f"refit (ratio {d_rate / base:.2f})", flush=True)
+        def refit():
+            t = time.perf_counter()
+            if mode == "thread":
+                lrs["gpm"].refit()
+            else:
+                job = lrs["gpm"].refit_begin()
+                lrs["gpm"].refit_finish(job, pool.submit(lrs["gpm"].refit_function, job).result())
+            took.append(time.perf_counter() - t)
+            done.set()
+
+        th = threading.Thread(target=refit)
+        th.start()
+        rates = []
+        while not done.is_set():
+            rates.append(learn_for(0.5))
+        th.join()
+        return (float(np.mean(rates)) if rates else float("nan")), took[0]
+
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from learners.refit import fit_window
+
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+    pool.submit(fit_window, lrs["gpm"].refit_begin()).result()  # start the worker process (imports torch) once
+    lrs["gpm"].refit_abort()
+    for mode in ("thread", "process"):
+        rate, took = during_refit(mode)
+        out[f"refit_{mode}_rate_ratio"] = rate / base
+        print(f"capacity+gpm batch learning: {base:.0f}/s without a refit, {rate:.0f}/s during a {took:.1f} s refit "
+              f"in a {mode} (ratio {rate / base:.2f})", flush=True)
+    pool.shutdown()
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     print(" ".join(f"{k.replace('-', '_')}={v:.4f}" if "acc" in k or "ratio" in k else f"{k.replace('-', '_')}={v:.0f}"
                    for k, v in out.items()) + f" load_average={load}")

@@ -33,7 +33,7 @@ import numpy as np
 from learners.base import PreferenceLearner, check_outcome, dict_to_array
 from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
 
-__all__ = ["RefittingCGPM", "RefittingGPM"]
+__all__ = ["RefittingCGPM", "RefittingGPM", "fit_window"]
 
 _DEFAULT_MODEL_PARAMS = {"penalty_grid": (1e-3, 1e-4, 1e-5, 1e-6), "multiplier_grid": (0.5, 1.0, 2.0),
                          "validation_fraction": 0.1, "max_centres": 1000}
@@ -87,6 +87,12 @@ class RefittingGPM(PreferenceLearner):
 
     model_name = "gpm"
 
+    @property
+    def refit_function(self):
+        """Picklable ``job -> fitted state`` of the refit protocol (:meth:`refit_begin`, :func:`fit_window`,
+        :meth:`refit_finish`), runnable in another process."""
+        return fit_window
+
     def __init__(self, feature_names: Sequence[str], context_names: Sequence[str] | None = None, window_size: int = 5000,
                  window: str = "sliding", refit_every: int | None = 1000, refit_interval_s: float | None = None,
                  drift: bool = True, adwin_delta: float = 0.002, min_train: int = 50, model_params: dict | None = None,
@@ -134,6 +140,7 @@ class RefittingGPM(PreferenceLearner):
         self._adwin = self._new_adwin()
         self._loss_sum, self._loss_n = 0.0, 0
         self.last_refit_info: dict | None = None
+        self._last_margins = None
 
     # ------------------------------------------------------------ helpers
     def _new_adwin(self):
@@ -266,7 +273,12 @@ class RefittingGPM(PreferenceLearner):
         XL, XR, U = self._check_many(X_left, X_right, context)
         if XL.shape[0] == 0:
             return np.zeros(0)
-        return self._margins(self._model, XL, XR, U)
+        model = self._model
+        g = self._margins(model, XL, XR, U)
+        # the worker predicts a batch, then learns the same arrays: learn_many reuses these margins
+        # (references, not ids, so a later array can never be mistaken for these)
+        self._last_margins = (XL, XR, U if self._p else None, model, g)
+        return g
 
     def predict_proba_many(self, X_left, X_right, context=None) -> np.ndarray:
         """P(left preferred) for a batch (one kernel block).
@@ -308,13 +320,20 @@ class RefittingGPM(PreferenceLearner):
         self._n_seen += n
         self._since += n
         strict = Y != 0
+        model = self._model
+        last, self._last_margins = self._last_margins, None
+        g = None
+        if model is not None and last is not None and last[0] is X_left and last[1] is X_right \
+                and (last[2] is context or not self._p) and last[3] is model:
+            g = last[4][strict]
         XL, XR, U, Y = XL[strict], XR[strict], U[strict], Y[strict].astype(np.float64)
         k = Y.shape[0]
         if k == 0:
             return
-        model = self._model
         if model is not None:
-            losses = np.minimum(10.0, np.logaddexp(0.0, -Y * self._margins(model, XL, XR, U)))
+            if g is None:
+                g = self._margins(model, XL, XR, U)
+            losses = np.minimum(10.0, np.logaddexp(0.0, -Y * g))
             self._loss_sum += float(losses.sum())
             self._loss_n += k
             if self.drift:
@@ -387,6 +406,9 @@ class RefittingGPM(PreferenceLearner):
     def refit(self) -> dict:
         """Fit a fresh model on a copy of the window and swap it in atomically.
 
+        Equal to ``refit_finish(job, fit_window(job))`` with ``job = refit_begin()``; the worker
+        may run :func:`fit_window` in another process instead (see :meth:`refit_begin`).
+
         Returns
         -------
         dict
@@ -394,9 +416,21 @@ class RefittingGPM(PreferenceLearner):
             selected model), ``device`` (str), ``model_version`` (int), ``penalty``, ``multiplier``,
             ``trigger`` ("first", "count", "time" or "drift").
         """
-        from learners.gpm import CGPM, GPM
+        job = self.refit_begin()
+        try:
+            model = _fit(job)
+        except BaseException:
+            self.refit_abort()
+            raise
+        return self.refit_finish(job, model)
 
-        t0 = time.perf_counter()
+    def refit_begin(self) -> dict:
+        """First step of a refit: copy the window (under the lock) into a picklable job.
+
+        ``fit_window(job)`` (module function, pure: arrays in, state dict out) can then run in
+        a thread or another process, and :meth:`refit_finish` installs its result; call
+        :meth:`refit_abort` if it fails. Learning goes on meanwhile.
+        """
         with self._lock:
             self._refitting = True
             n = self._len
@@ -406,17 +440,29 @@ class RefittingGPM(PreferenceLearner):
             self._since = 0
             self._drift_flag = False
             self._last_refit_t = time.monotonic()
+        device = self._resolve_device()
+        params = dict(_DEFAULT_MODEL_PARAMS)
+        params.update(self.model_params or {})
+        params.setdefault("dtype", "float32" if device.startswith("cuda") else "float64")
+        params["device"] = device
+        params["seed"] = int(self.seed) + self._version
+        return {"XL": XL, "XR": XR, "U": U, "y": y, "feature_names": self.feature_names_in,
+                "context_names": self.context_names if self._p else None, "params": params, "trigger": trigger,
+                "t0": time.perf_counter(), "device": device}
+
+    def refit_abort(self) -> None:
+        """Forget a refit started with :meth:`refit_begin` that will not finish."""
+        self._refitting = False
+
+    def refit_finish(self, job: dict, fitted) -> dict:
+        """Install the model fitted for ``job`` (a model, or the state dict :func:`fit_window` returns).
+
+        Returns the dict of :meth:`refit`.
+        """
+        from learners.gpm import _PairModel
+
         try:
-            device = self._resolve_device()
-            params = dict(_DEFAULT_MODEL_PARAMS)
-            params.update(self.model_params or {})
-            params.setdefault("dtype", "float32" if device.startswith("cuda") else "float64")
-            params["device"] = device
-            params["seed"] = int(self.seed) + self._version
-            if self._p:
-                model = CGPM(self.feature_names_in, self.context_names, **params).fit(XL, XR, y, U)
-            else:
-                model = GPM(self.feature_names_in, **params).fit(XL, XR, y)
+            model = _PairModel.from_state(fitted, device=job["device"]) if isinstance(fitted, dict) else fitted
             model.model_version = self._version + 1
             with self._lock:
                 self._model = model  # atomic reference swap
@@ -425,9 +471,9 @@ class RefittingGPM(PreferenceLearner):
                 self._adwin = self._new_adwin()
         finally:
             self._refitting = False
-        info = {"duration_s": time.perf_counter() - t0, "n_train": int(model.n_train_),
-                "val_auc": float(model.val_auc_), "device": device, "model_version": self._version,
-                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_), "trigger": trigger}
+        info = {"duration_s": time.perf_counter() - job["t0"], "n_train": int(model.n_train_),
+                "val_auc": float(model.val_auc_), "device": job["device"], "model_version": self._version,
+                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_), "trigger": job["trigger"]}
         self.last_refit_info = info
         return info
 
@@ -505,6 +551,27 @@ class RefittingCGPM(RefittingGPM):
     def __init__(self, feature_names: Sequence[str], context_names: Sequence[str], **kwargs):
         check_param("RefittingCGPM", "context_names", context_names, context_names is not None and len(context_names) > 0, "a non-empty list of context feature names")
         super().__init__(feature_names, context_names, **kwargs)
+
+
+def _fit(job: dict):
+    """Fit the GPM / C-GPM of a :meth:`RefittingGPM.refit_begin` job; the fitted model."""
+    from learners.gpm import CGPM, GPM
+
+    if job["context_names"]:
+        return CGPM(job["feature_names"], job["context_names"], **job["params"]).fit(job["XL"], job["XR"], job["y"],
+                                                                                      job["U"])
+    return GPM(job["feature_names"], **job["params"]).fit(job["XL"], job["XR"], job["y"])
+
+
+def fit_window(job: dict) -> dict:
+    """Fit a refit job and return the model's state dict (float64): for a worker process.
+
+    Runs with torch limited to one thread (the learner keeps the other core).
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    return _fit(job).state_dict()
 
 
 def _jsonable(d):

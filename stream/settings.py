@@ -120,6 +120,8 @@ class Settings:
     batch_max_events: int = _f(500, "Learner micro-batch: learn at most this many messages at once.", "int", lo=1)
     batch_max_ms: float = _f(50.0, "...or what arrived within this many ms of the batch's first message.", "float",
                              lo=0)
+    refit_executor: str = _f("PROCESS", "Where the learner fits model refits (GPM): a worker PROCESS or a THREAD.",
+                             "choice", choices=("PROCESS", "THREAD"))
     max_snapshot_bytes: int = _f(8_388_608, "Largest snapshot (bytes); keep ≤ the model topic's max.message.bytes.",
                                  "int", lo=1024)
     # ----------------------------------------------------------------- explanations

@@ -264,3 +264,39 @@ def test_a_batch_dead_letters_each_bad_message_and_skips_copies_within_it():
     assert core.metrics.duplicate_events.labels(topic=s.topic_preferences)._value.get() == 1
     assert core.metrics.events_learned.labels(model="linear-bt")._value.get() == 5
     assert core.metrics.events_consumed.labels(topic=s.topic_preferences)._value.get() == 9
+
+
+def test_gpm_refit_in_a_worker_process_installs_the_same_model_as_in_process():
+    """The split refit protocol: begin here, fit_window in a spawned process, finish here."""
+    import asyncio
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+    params = {"window_size": 400, "min_train": 120, "refit_every": 10**6, "drift": False,
+              "model_params": {"penalty_grid": [1e-4], "multiplier_grid": [1.0], "max_centres": 80}}
+    s = settings(models=["gpm"], feature_names=NAMES, model_params={"gpm": params})
+    rng = np.random.default_rng(9)
+    msgs = [(i, ev(i, rng)) for i in range(200)]
+
+    async def go(pool):
+        core = LearnerCore(s, loop=asyncio.get_running_loop(), executor=ThreadPoolExecutor(1), refit_pool=pool)
+        st = core.new_source(s.topic_preferences, 0, {})
+        core.process_batch(st, [(off, raw, None, None) for off, raw in msgs[:150]])
+        slot = st.slots["gpm"]
+        assert slot.refit_running  # asked once, after the batch
+        core.process_batch(st, [(off, raw, None, None) for off, raw in msgs[150:]])  # learning goes on
+        for _ in range(600):
+            await asyncio.sleep(0.1)
+            if not slot.refit_running:
+                break
+        return st, slot
+
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        st, slot = asyncio.run(go(pool))
+    assert slot.learner.model_version == 1 and st.force and slot.count == 200
+    ref = RefittingGPM(NAMES, **params)  # the same window fitted in this process
+    XL, XR = slot.learner._XL[:150], slot.learner._XR[:150]
+    ref.learn_many(XL, XR, slot.learner._y[:150])
+    ref.refit()
+    np.testing.assert_allclose(slot.learner.margin_many(XL[:20], XR[:20]), ref.margin_many(XL[:20], XR[:20]),
+                               rtol=1e-8, atol=1e-10)

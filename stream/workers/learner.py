@@ -344,8 +344,16 @@ def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: 
     metrics = build_metrics()
     start_metrics_server(settings.port_for("learner"), metrics.registry)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-refit")
-    core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor)
+    pool = None
+    if settings.refit_executor == "PROCESS":  # refits fit in a spawned process: they never hold the learner's GIL
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+    core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor, refit_pool=pool)
     try:
         return asyncio.run(LearnerLoop(core).run())
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)

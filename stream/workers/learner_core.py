@@ -145,6 +145,10 @@ class LearnerCore:
         Event-id hashes remembered per model and source; 0 disables event-id dedupe.
     loop, executor : optional
         Where ``refit()`` runs; without a loop refits run inline (tests).
+    refit_pool : concurrent.futures.Executor, optional
+        A process pool: learners with the split refit protocol (``refit_begin`` /
+        ``refit_function`` / ``refit_finish``, e.g. the GPM) fit there, so that a refit never
+        holds the GIL that learning needs (measured in ``bench/results/learner_rates.md``).
 
     Raises
     ------
@@ -153,7 +157,8 @@ class LearnerCore:
     """
 
     def __init__(self, settings, metrics: Metrics | None = None, dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
-                 loop: asyncio.AbstractEventLoop | None = None, executor=None, clock=time.monotonic) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None, executor=None, clock=time.monotonic,
+                 refit_pool=None) -> None:
         from river import metrics as rm
 
         self.settings = settings
@@ -161,6 +166,7 @@ class LearnerCore:
         self.dedupe_window = int(dedupe_window)
         self.loop = loop
         self.executor = executor
+        self.refit_pool = refit_pool
         self.clock = clock
         self.models = list(settings.models)
         self.specs = {m: registry.get_model(m) for m in self.models}
@@ -441,6 +447,31 @@ class LearnerCore:
                 self._refit_failed(name, exc, slot)
             else:
                 self._refit_done(st, name, slot, t0, res)
+            return
+        learner = slot.learner
+        if self.refit_pool is not None and hasattr(learner, "refit_begin"):
+            # fit in another process (the GIL stays with learning); begin/finish in this thread
+            job = learner.refit_begin()
+            try:
+                fut = self.loop.run_in_executor(self.refit_pool, learner.refit_function, job)
+            except Exception as exc:  # noqa: BLE001 - e.g. a broken pool: learning goes on
+                learner.refit_abort()
+                self._refit_failed(name, exc, slot)
+                return
+
+            def finished(f):
+                if f.cancelled() or f.exception() is not None:
+                    learner.refit_abort()
+                    self._refit_failed(name, f.exception() if not f.cancelled() else "cancelled", slot)
+                    return
+                try:
+                    res = learner.refit_finish(job, f.result())
+                except Exception as exc:  # noqa: BLE001
+                    self._refit_failed(name, exc, slot)
+                else:
+                    self._refit_done(st, name, slot, t0, res)
+
+            fut.add_done_callback(finished)
             return
         fut = self.loop.run_in_executor(self.executor, slot.learner.refit)
 
