@@ -277,8 +277,9 @@ def test_round_trip_learner_to_explainer_with_additivity_and_metrics(stack):
     assert 0.5 < metric_value(ltext, "prefstream_progressive_accuracy", model="linear-bt") <= 1.0
     assert metric_value(ltext, "prefstream_model_version", model="linear-bt") >= 3  # ≥ 1 per partition
     # consumer lag: one gauge per partition, all caught up
+    # every assigned partition (restored at assignment) reports its lag: 3 preference + 3 click partitions
     lag_lines = [ln for ln in ltext.splitlines() if ln.startswith("prefstream_consumer_lag{")]
-    assert len(lag_lines) == 3 and all(float(ln.rsplit(" ", 1)[1]) == 0.0 for ln in lag_lines)
+    assert len(lag_lines) == 6 and all(float(ln.rsplit(" ", 1)[1]) == 0.0 for ln in lag_lines)
     assert metric_value(etext, "prefstream_explanations_total", method="linear-shapley") >= len(recs)
     assert metric_value(etext, "prefstream_explanations_skipped_total", reason="no_model") + len(recs) >= 250
 
