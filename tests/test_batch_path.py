@@ -300,3 +300,23 @@ def test_gpm_refit_in_a_worker_process_installs_the_same_model_as_in_process():
     ref.refit()
     np.testing.assert_allclose(slot.learner.margin_many(XL[:20], XR[:20]), ref.margin_many(XL[:20], XR[:20]),
                                rtol=1e-8, atol=1e-10)
+
+
+def test_snapshot_stores_next_offset_and_count_once_in_the_envelope():
+    from stream.contract import decode_snapshot
+    from stream.workers._snapshot import STREAM_META_KEY, split_stream_meta
+
+    rng = np.random.default_rng(12)
+    s = settings()
+    core = LearnerCore(s)
+    st0 = core.new_source(s.topic_preferences, 2, {})
+    _batches(core, st0, [(i, ev(i, rng)) for i in range(7)], [7])
+    records, _, _ = core.build_snapshots(st0)
+    snap = decode_snapshot(records[0][1])
+    src = f"{s.topic_preferences}:2"
+    assert snap["offsets"] == {src: 7} and snap["training_count"] == 7
+    assert set(snap["state"]["meta"][STREAM_META_KEY]) == {"source", "digest", "window_size"}
+    _, info = split_stream_meta(snap["state"])
+    assert "next_offset" not in info and "training_count" not in info and len(info["window"]) == 7
+    restored = LearnerCore(s).new_source(s.topic_preferences, 2, {k.decode(): v for k, v in records})
+    assert (restored.next_offset, restored.slots["linear-bt"].count) == (7, 7)

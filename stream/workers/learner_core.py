@@ -487,8 +487,8 @@ class LearnerCore:
         """
         records, versions = [], {}
         for name, slot in st.slots.items():
-            state = attach_stream_meta(slot.learner.state_dict(), source=st.source, next_offset=slot.next_offset,
-                                       training_count=slot.count, digest=slot.digest, window=slot.window)
+            state = attach_stream_meta(slot.learner.state_dict(), source=st.source, digest=slot.digest,
+                                       window=slot.window)
             value = encode_snapshot(name, slot.version + 1, slot.count, state, offsets={st.source: slot.next_offset},
                                     max_bytes=self.settings.max_snapshot_bytes)
             records.append((snapshot_key(name, st.source).encode(), value))
