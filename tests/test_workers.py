@@ -490,32 +490,3 @@ def test_merge_falls_back_when_iadd_refuses_and_a_crashing_model_dead_letters():
     dls = core.process(st, 0, ev(0, rng))
     assert [d["reason"] for d in dls] == ["schema_violation"] and "RuntimeError" in dls[0]["detail"]
     assert st.slots["linear-bt"].count == 1 and st.slots["crashing"].count == 0 and st.next_offset == 1
-
-
-def test_explainer_merges_jobs_that_arrived_together_into_one_call_per_method():
-    s = settings(explain_sample_rate=1.0)
-    snaps, _ = _snapshots_for_two_partitions(s)
-    ex = ExplainerCore(s)
-    for k, v in snaps.items():
-        ex.on_snapshot(k.encode(), v)
-    rng = np.random.default_rng(11)
-    jobs = [ex.on_preference(ev(600 + i, rng, eid=f"m{i}")) for i in range(5)]
-    req = ex.on_request(json.dumps({"request_id": "r1", "model": "linear-bt",
-                                    "left": {"a": 1.0, "b": 0.0, "c": 2.0}, "right": {"a": 0.0, "b": 1.0, "c": 0.5}}))
-    merged = ExplainerCore.merge_jobs(jobs[:3] + [req] + jobs[3:], max_examples=4)
-    assert [(j.origin, [x.event_id for x in j.examples]) for j in merged] == [
-        ("sample", ["m0", "m1", "m2", "m3"]), ("request", ["r1"]), ("sample", ["m4"])]
-    calls = []
-    fn = registry.explainers_for("linear-bt")["linear-shapley"]
-    one_by_one = {r["request_id"]: r for j in jobs for r in ex.explain(j, ex.plan(j))}
-    merged_recs = []
-    for j in merged:
-        plan = [(n, m, lr, v, (lambda f: lambda *a: (calls.append(len(a[1])), f(*a))[1])(f), seed)
-                for n, m, lr, v, f, seed in ex.plan(j)]
-        merged_recs += ex.explain(j, plan)
-    assert calls == [4, 1, 1]  # one call per merged job and method
-    for r in merged_recs:
-        if r["request_id"] in one_by_one:
-            np.testing.assert_allclose(r["values"], one_by_one[r["request_id"]]["values"], rtol=1e-12)
-            assert r["prediction"] == pytest.approx(one_by_one[r["request_id"]]["prediction"], abs=1e-12)
-    assert sorted(r["request_id"] for r in merged_recs) == ["m0", "m1", "m2", "m3", "m4", "r1"]

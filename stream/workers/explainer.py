@@ -50,7 +50,6 @@ from stream.contract import (
 from stream.ingest import decode
 from stream.metrics import Metrics, build_metrics
 from stream.workers._snapshot import parse_snapshot_key, split_stream_meta
-from stream.workers.learner_core import observe_n
 
 __all__ = ["ExplainJob", "ExplainerCore", "run_explainer"]
 
@@ -210,30 +209,6 @@ class ExplainerCore:
             pass  # counted and dead-lettered by the learner worker
 
     # ------------------------------------------------------------------ explaining
-    @staticmethod
-    def merge_jobs(jobs: list, max_examples: int = 64) -> list:
-        """Jobs that arrived together, merged per (origin, models, methods) into batched jobs.
-
-        Pair jobs without request params are merged (at most ``max_examples`` examples each), so
-        that every model snapshot and method explains them in one call (the cores of Pref-SHAP,
-        ShaRP and the distributional values are batched); click-session jobs and requests with
-        params stay as they are. Order within a merged job is arrival order.
-        """
-        out, open_ = [], {}
-        for job in jobs:
-            if job.session or job.params:
-                out.append(job)
-                continue
-            key = (job.origin, tuple(job.models or ()) or None, tuple(job.methods or ()) or None)
-            cur = open_.get(key)
-            if cur is None or len(cur.examples) + len(job.examples) > max_examples:
-                cur = open_[key] = ExplainJob(list(job.examples), models=job.models, methods=job.methods,
-                                              origin=job.origin, params=None)
-                out.append(cur)
-            else:
-                cur.examples.extend(job.examples)
-        return out
-
     def plan(self, job: ExplainJob) -> list[tuple[str, str, Any, int, Any]]:
         """``(model, method, learner, version, fn, seed)`` for every explanation of ``job`` now possible."""
         out = []
@@ -277,9 +252,7 @@ class ExplainerCore:
             dt = time.perf_counter() - t0
             e.model_name = name
             e.model_version = int(version)
-            # one observation per explained example (a merged job explains several in one call)
-            observe_n(self.metrics.explanation_latency.labels(method=e.method), dt / len(job.examples),
-                      len(job.examples))
+            self.metrics.explanation_latency.labels(method=e.method).observe(dt)
             for rec in e.to_records(instance_ids=[x.event_id for x in job.examples]):
                 try:
                     explanation_record_ok(rec)
@@ -349,26 +322,22 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
         loop = asyncio.get_running_loop()
         q = queue()
         while True:
-            jobs = [await q.get()]
-            while len(jobs) < settings.explain_max_queue and not q.empty():
-                jobs.append(q.get_nowait())  # what arrived together is explained together
+            job = await q.get()
             if not models_follower.caught_up.is_set():  # know every published snapshot first
                 try:
                     await asyncio.wait_for(models_follower.caught_up.wait(), timeout=60)
                 except asyncio.TimeoutError:
                     log.warning("the model topic is not caught up after 60 s; explaining with what is loaded")
-            for job in core.merge_jobs(jobs):
-                try:
-                    plan = core.plan(job)
-                    if not plan:
-                        continue
-                    records = await loop.run_in_executor(executor, core.explain, job, plan)
-                    for rec in records:
-                        await topics["explanations"].send(key=rec["request_id"].encode(),
-                                                          value=json.dumps(rec).encode())
-                except Exception:  # noqa: BLE001 - the drain loop must survive any one job
-                    core.metrics.explanations_skipped.labels(reason="error").inc()
-                    log.exception("explaining %s failed", [x.event_id for x in job.examples][:3])
+            try:
+                plan = core.plan(job)
+                if not plan:
+                    continue
+                records = await loop.run_in_executor(executor, core.explain, job, plan)
+                for rec in records:
+                    await topics["explanations"].send(key=rec["request_id"].encode(), value=json.dumps(rec).encode())
+            except Exception:  # noqa: BLE001 - the drain loop must survive any one job
+                core.metrics.explanations_skipped.labels(reason="error").inc()
+                log.exception("explaining %s failed", [x.event_id for x in job.examples][:3])
 
     app.prefstream_explainer = core
 
