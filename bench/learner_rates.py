@@ -14,7 +14,8 @@ the goal (one kernel block against the Nyström centres).
 
 **Refits beside learning** (issue item 6): the batch rate of capacity + GPM learning is measured
 again while a GPM refit (window of ``--window`` duels) runs in a thread (torch limited to one
-thread), then in a worker process (``fit_window``, as the learner worker does);
+thread), then in a worker process at lower CPU priority (``fit_window`` with ``refit_process_init``, as
+the learner worker does);
 ``refit_thread_rate_ratio`` / ``refit_process_rate_ratio`` = rate during the refit / rate without.
 
 The last line is ``key=value`` pairs: ``<model>_one_per_s``, ``<model>_batch_per_s``,
@@ -178,9 +179,9 @@ def main(argv=None) -> int:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    from learners.refit import fit_window
+    from learners.refit import fit_window, refit_process_init
 
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=refit_process_init)
     pool.submit(fit_window, lrs["gpm"].refit_begin()).result()  # start the worker process (imports torch) once
     lrs["gpm"].refit_abort()
     for mode in ("thread", "process"):

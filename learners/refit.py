@@ -33,7 +33,7 @@ import numpy as np
 from learners.base import PreferenceLearner, check_outcome, dict_to_array
 from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
 
-__all__ = ["RefittingCGPM", "RefittingGPM", "fit_window"]
+__all__ = ["RefittingCGPM", "RefittingGPM", "fit_window", "refit_process_init"]
 
 _DEFAULT_MODEL_PARAMS = {"penalty_grid": (1e-3, 1e-4, 1e-5, 1e-6), "multiplier_grid": (0.5, 1.0, 2.0),
                          "validation_fraction": 0.1, "max_centres": 1000}
@@ -561,6 +561,17 @@ def _fit(job: dict):
         return CGPM(job["feature_names"], job["context_names"], **job["params"]).fit(job["XL"], job["XR"], job["y"],
                                                                                       job["U"])
     return GPM(job["feature_names"], **job["params"]).fit(job["XL"], job["XR"], job["y"])
+
+
+def refit_process_init(niceness: int = 10) -> None:
+    """Initializer of a refit worker process: lower its CPU priority (POSIX ``nice``) so that, on a
+    busy machine, the learner's own process wins the core when both want it."""
+    import os
+
+    try:
+        os.nice(int(niceness))
+    except (AttributeError, OSError):  # not POSIX, or not permitted: run at normal priority
+        pass
 
 
 def fit_window(job: dict) -> dict:

@@ -349,7 +349,9 @@ def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: 
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+        from learners.refit import refit_process_init
+
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=refit_process_init)
     core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor, refit_pool=pool)
     try:
         return asyncio.run(LearnerLoop(core).run())
