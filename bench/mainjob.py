@@ -6,7 +6,8 @@ What it does, in one run (reusing :func:`stream.demo.run_demo`):
    sent once to the compacted item topic, events referring to them by id with inline features)
    through the Kafka broker at ``$PREFSTREAM_BOOTSTRAP`` (the local one is started if none
    answers) into a learner worker (``capacity``: RDA on min-max scaled criteria, 2-additive
-   beyond 6 criteria; ``gpm``: GPM refitted every ``--refit-every`` events on a sliding window)
+   beyond 6 criteria; ``gpm``: GPM first fitted once ``--min-train`` duels are stored, then refitted
+   every ``--refit-every`` events on a sliding window, in a worker process)
    and an explainer worker (every method of both models on a ``--sample-rate`` sample);
 2. reads the learner's Prometheus endpoint for the progressive (predict-then-learn) ROC AUC
    of each model at the end of the stream, counts explanation records per method from the
@@ -80,7 +81,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sample-rate", type=float, default=0.002, help="fraction of events explained")
     ap.add_argument("--refit-every", type=int, default=5000)
     ap.add_argument("--window-size", type=int, default=3000)
-    ap.add_argument("--min-train", type=int, default=1000)
+    # the first fit waits for a full window: the batched worker outruns the refits (each takes tens
+    # of seconds here), so a first model fitted on 1,000 duels would score most of the stream
+    ap.add_argument("--min-train", type=int, default=3000)
     ap.add_argument("--anchor-events", type=int, default=3000)
     ap.add_argument("--report-dir", default="/tmp/prefstream-mainjob")
     ap.add_argument("--rate", type=float, default=None)

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 ORDER = [
     ("stream", "Streaming spine: learner worker throughput vs kafka-python", "bench/stream_throughput.py"),
+    ("learner_rates", "Learner rates: micro-batches vs event by event (Pokémon)", "bench/learner_rates.py"),
     ("capacity", "Capacity learning: RDA / ADMM-RDA / FOBOS / LP (paper 002, Section 5)", "bench/capacity_paper.py, bench/capacity_mcda.py"),
     ("quality", "Capacity stream default vs linear Bradley–Terry on real streams (calibration, merging)", "bench/quality_real.py"),
     ("gpm", "GPM vs UPM (paper 000, Table 3)", "bench/gpm_paper.py"),

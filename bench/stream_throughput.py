@@ -8,17 +8,20 @@ What it does, in one run:
 3. **anchors** — reads the whole preference topic with a bare kafka-python ``KafkaConsumer``
    (no parsing, no learning): the ceiling for a Python Kafka client on this machine; and with a
    bare Faust agent that only iterates and acknowledges (the ceiling for a Faust worker);
-4. starts ``python -m stream worker learn --models linear-bt`` and measures the time from its
-   first learned event to the snapshot whose training counts sum to N (events/s over that
-   window, so the worker's start-up is not counted), the p99 of ``learn_one`` latency from the
-   worker's Prometheus histogram (bucket upper bound, linearly interpolated), and lost /
-   duplicated events from the final snapshots (count and the digest of learned event ids).
+4. starts ``python -m stream worker learn --models <--models>`` (default ``linear-bt``; micro-batches
+   at the default ``batch_max_events`` / ``batch_max_ms`` unless ``--batch-max-events`` /
+   ``--batch-max-ms`` say otherwise) and measures the time from its first learned event to the
+   moment its learned counter reaches N (events/s over that window, so the worker's start-up is
+   not counted), the p50/p99 of the **arrival → learned** latency of each event from the worker's
+   ``prefstream_learn_latency_seconds`` histogram (bucket bounds, linearly interpolated), and
+   lost / duplicated events from the final snapshots (count and the digest of learned event ids).
 
 The last line is exactly::
 
-    events_per_s=<float> p99_learn_latency_ms=<float> lost=<int> duplicated=<int>
+    events_per_s=<f> raw_consume_events_per_s=<f> worker_over_raw_ratio=<f> p99_learn_latency_ms=<f> lost=<int> duplicated=<int>
 
-Reproduce: ``bash deploy/kafka/start.sh && python bench/stream_throughput.py --events 20000``.
+Reproduce: ``bash deploy/kafka/start.sh && python bench/stream_throughput.py --events 50000``
+(and ``--models capacity``).
 """
 
 from __future__ import annotations
@@ -103,7 +106,11 @@ def main(argv=None) -> int:
     ap.add_argument("--bootstrap", default=os.environ.get("PREFSTREAM_BOOTSTRAP", "127.0.0.1:9092"))
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--models", default="linear-bt", help="comma-separated models of the learner worker")
+    ap.add_argument("--batch-max-events", type=int, default=None)
+    ap.add_argument("--batch-max-ms", type=float, default=None)
     args = ap.parse_args(argv)
+    n_models = len([m for m in args.models.split(",") if m.strip()])
 
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -123,7 +130,8 @@ def main(argv=None) -> int:
     N = args.events
     rng = np.random.default_rng(0)
     w = np.array([1.0, -2.0, 0.5])
-    XL, XR = rng.normal(size=(N, 3)), rng.normal(size=(N, 3))
+    # features in [0, 1] so that every model (the capacity expects criteria in [0, 1]) takes them
+    XL, XR = rng.uniform(size=(N, 3)), rng.uniform(size=(N, 3))
     y = np.where((XL - XR) @ w > 0, 1, -1)
     prod = KafkaProducer(acks="all", linger_ms=20, batch_size=262144, **opts)
     t0 = time.perf_counter()
@@ -171,9 +179,14 @@ def main(argv=None) -> int:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PREFSTREAM_BOOTSTRAP_SERVERS=args.bootstrap,
                PREFSTREAM_CONSUMER_GROUP=f"bench-{u}", PREFSTREAM_STATE_DIR=f"/tmp/prefstream-bench-{u}",
                PREFSTREAM_SNAPSHOT_EVERY_EVENTS="5000", PREFSTREAM_SNAPSHOT_EVERY_SECONDS="0.5",
+               PREFSTREAM_FEATURE_NAMES="a,b,c",
                **{f"PREFSTREAM_TOPIC_{k.upper()}": v for k, v in topics.items()})
+    if args.batch_max_events is not None:
+        env["PREFSTREAM_BATCH_MAX_EVENTS"] = str(args.batch_max_events)
+    if args.batch_max_ms is not None:
+        env["PREFSTREAM_BATCH_MAX_MS"] = str(args.batch_max_ms)
     log = open(f"/tmp/prefstream-bench-{u}.log", "w")
-    worker = subprocess.Popen([sys.executable, "-m", "stream", "worker", "learn", "--models", "linear-bt",
+    worker = subprocess.Popen([sys.executable, "-m", "stream", "worker", "learn", "--models", args.models,
                                "--metrics-port", str(port), "--log-level", "WARNING"], cwd=REPO, env=env,
                               stdout=log, stderr=subprocess.STDOUT)
 
@@ -202,7 +215,7 @@ def main(argv=None) -> int:
 
     try:
         deadline = time.perf_counter() + args.timeout
-        t_first = None
+        t_first, first_count = None, 0.0
         while time.perf_counter() < deadline:
             got = learned(scrape())
             if got > 0:
@@ -212,7 +225,7 @@ def main(argv=None) -> int:
             time.sleep(0.01)
         t_done = None
         while time.perf_counter() < deadline and t_first is not None:
-            if learned(scrape()) >= N:
+            if learned(scrape()) >= N * n_models:
                 t_done = time.perf_counter()
                 break
             time.sleep(0.02)
@@ -223,18 +236,23 @@ def main(argv=None) -> int:
         while time.perf_counter() < deadline:
             snaps = snapshots()
             total = sum(s["training_count"] for s in snaps.values())
-            if total >= N:
+            if total >= N * n_models:
                 break
             time.sleep(0.5)
         time.sleep(1.0)
         snaps = snapshots()
-        total = sum(s["training_count"] for s in snaps.values())
+        first_model = args.models.split(",")[0].strip()
+        mine = {k: s for k, s in snaps.items() if k.decode().startswith(first_model + "@")}
+        total = sum(s["training_count"] for s in mine.values())
         digest = 0
-        for s in snaps.values():
+        for s in mine.values():
             digest = digest_add(digest, split_stream_meta(s["state"])[1]["digest"])
         text = scrape()
         p99 = _histogram_quantile(text, "prefstream_learn_latency_seconds", 0.99) * 1000.0
         p50 = _histogram_quantile(text, "prefstream_learn_latency_seconds", 0.50) * 1000.0
+        print("arrival->learned histogram (cumulative):", " ".join(
+            line.split('le="', 1)[1].split('"', 1)[0] + ":" + line.rsplit(" ", 1)[1].split(".")[0]
+            for line in text.splitlines() if line.startswith("prefstream_learn_latency_seconds_bucket{")))
     finally:
         worker.send_signal(signal.SIGTERM)
         try:
@@ -251,17 +269,24 @@ def main(argv=None) -> int:
             pass
 
     span = (t_done - t_first) if (t_done and t_first) else float("nan")
+    first_count /= n_models  # the counter sums over models
     rate = (N - first_count) / span if span == span and span > 0 else float("nan")
     lost = max(N - total, 0)
     duplicated = max(total - N, 0)
     print(f"worker: {N - first_count:.0f} events in {span:.2f} s after the first learned event; "
-          f"learn_one p50={p50:.4f} ms p99={p99:.4f} ms; snapshots: {total} learned, digest "
+          f"arrival->learned p50={p50:.3f} ms p99={p99:.3f} ms; snapshots ({first_model}): {total} learned, digest "
           f"{'matches' if digest == expected else 'DIFFERS'}")
     print(f"raw_consume_events_per_s={raw_rate:.1f} faust_bare_events_per_s={bare_rate:.1f} "
           f"worker_over_raw_ratio={rate / raw_rate:.3f} worker_over_faust_bare_ratio={rate / bare_rate:.3f}")
     if digest != expected and lost == 0 and duplicated == 0:
         lost = duplicated = -1  # same count, different event set: flag it
-    print(f"events_per_s={rate:.1f} p99_learn_latency_ms={p99:.4f} lost={lost} duplicated={duplicated}")
+    try:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "n/a"
+    print(f"models={args.models} load_average={load.replace(' ', '/')}")
+    print(f"events_per_s={rate:.1f} raw_consume_events_per_s={raw_rate:.1f} worker_over_raw_ratio={rate / raw_rate:.3f} "
+          f"p99_learn_latency_ms={p99:.3f} lost={lost} duplicated={duplicated}")
     return 0
 
 

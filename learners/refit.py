@@ -13,6 +13,10 @@ seconds since the last refit completed; ADWIN (Bifet & Gavaldà 2007) detecting 
 ``−log σ(y g)`` of the current model. The first fit happens once the window holds ``min_train``
 strict (y ≠ 0) pairs.
 
+Batches: :meth:`RefittingGPM.learn_many` appends a whole batch (one kernel block for the
+progressive losses) and the worker checks the refit trigger once per batch;
+:meth:`RefittingGPM.margin_many` predicts a batch with one kernel block against the Nyström centres.
+
 Indifferent outcomes (y = 0) are counted but not stored (the GPM likelihood has no draws);
 ``weight`` is accepted for API compatibility and ignored (documented limitation).
 """
@@ -29,7 +33,7 @@ import numpy as np
 from learners.base import PreferenceLearner, check_outcome, dict_to_array
 from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
 
-__all__ = ["RefittingCGPM", "RefittingGPM"]
+__all__ = ["RefittingCGPM", "RefittingGPM", "fit_window", "refit_process_init"]
 
 _DEFAULT_MODEL_PARAMS = {"penalty_grid": (1e-3, 1e-4, 1e-5, 1e-6), "multiplier_grid": (0.5, 1.0, 2.0),
                          "validation_fraction": 0.1, "max_centres": 1000}
@@ -83,6 +87,12 @@ class RefittingGPM(PreferenceLearner):
 
     model_name = "gpm"
 
+    @property
+    def refit_function(self):
+        """Picklable ``job -> fitted state`` of the refit protocol (:meth:`refit_begin`, :func:`fit_window`,
+        :meth:`refit_finish`), runnable in another process."""
+        return fit_window
+
     def __init__(self, feature_names: Sequence[str], context_names: Sequence[str] | None = None, window_size: int = 5000,
                  window: str = "sliding", refit_every: int | None = 1000, refit_interval_s: float | None = None,
                  drift: bool = True, adwin_delta: float = 0.002, min_train: int = 50, model_params: dict | None = None,
@@ -130,6 +140,7 @@ class RefittingGPM(PreferenceLearner):
         self._adwin = self._new_adwin()
         self._loss_sum, self._loss_n = 0.0, 0
         self.last_refit_info: dict | None = None
+        self._last_margins = None
 
     # ------------------------------------------------------------ helpers
     def _new_adwin(self):
@@ -225,6 +236,134 @@ class RefittingGPM(PreferenceLearner):
                 slot = j
             self._XL[slot], self._XR[slot], self._U[slot], self._y[slot] = xl, xr, u, y
 
+    def _check_many(self, X_left, X_right, context):
+        """Float arrays (n, d), (n, d), (n, p) of a batch, checked like :meth:`_arrays` checks a row."""
+        o = type(self).__name__
+        XL = np.asarray(X_left, dtype=np.float64)
+        XR = np.asarray(X_right, dtype=np.float64)
+        if XL.ndim != 2 or XL.shape != XR.shape or XL.shape[1] != self._d:
+            raise InvalidInputError(f"{o}: X_left and X_right must both have shape (n, {self._d}) with columns "
+                                    f"{self.feature_names_in}; got {XL.shape} and {XR.shape}.")
+        n = XL.shape[0]
+        if self._p:
+            if context is None:
+                raise InvalidInputError(f"{o} ({self.model_name}) needs a context array with columns {self.context_names}.")
+            U = np.asarray(context, dtype=np.float64)
+            if U.shape != (n, self._p):
+                raise InvalidInputError(f"{o}: context must have shape ({n}, {self._p}); got {U.shape}.")
+        else:
+            U = np.zeros((n, 0))
+        if not (np.isfinite(XL).all() and np.isfinite(XR).all() and np.isfinite(U).all()):
+            raise InvalidInputError(f"{o}: features and context must be finite (no NaN or inf).")
+        return XL, XR, U
+
+    def _margins(self, model, XL, XR, U) -> np.ndarray:
+        if model is None:
+            return np.zeros(XL.shape[0])
+        if self._p:
+            return np.asarray(model.decision_function(XL, XR, U), dtype=np.float64)
+        return np.asarray(model.decision_function(XL, XR), dtype=np.float64)
+
+    def margin_many(self, X_left, X_right, context=None) -> np.ndarray:
+        """Margins of a batch from the current fitted model (zeros before the first fit).
+
+        One kernel block K(batch, Nyström centres) @ α (:meth:`learners.gpm.GPM.decision_function`),
+        so equal to the :meth:`margin_one` loop up to floating-point summation order.
+        """
+        XL, XR, U = self._check_many(X_left, X_right, context)
+        if XL.shape[0] == 0:
+            return np.zeros(0)
+        model = self._model
+        g = self._margins(model, XL, XR, U)
+        # the worker predicts a batch, then learns the same arrays: learn_many reuses these margins
+        # (references, not ids, so a later array can never be mistaken for these)
+        self._last_margins = (XL, XR, U if self._p else None, model, g)
+        return g
+
+    def predict_proba_many(self, X_left, X_right, context=None) -> np.ndarray:
+        """P(left preferred) for a batch (one kernel block).
+
+        Raises
+        ------
+        NotFittedError
+            Before the first refit, as :meth:`predict_proba_one`.
+        """
+        if self._model is None:
+            raise NotFittedError(f"{type(self).__name__} has not been refitted yet ({self._len} pairs stored, "
+                                 f"min_train={self.min_train}).")
+        return super().predict_proba_many(X_left, X_right, context)
+
+    def learn_many(self, X_left, X_right, y, context=None, weight=None) -> None:
+        """Append a batch to the window; equal to the :meth:`learn_one` loop.
+
+        The progressive losses of the whole batch come from one kernel block against the current
+        model (the model does not change inside a batch: refits are separate calls, and the worker
+        asks :meth:`wants_refit` once per batch). ADWIN sees the losses in row order. The sliding
+        window is written with one fancy-indexed assignment; the reservoir draws its random slots
+        row by row in the loop's order. ``weight`` is checked and ignored, as in :meth:`learn_one`.
+
+        Raises
+        ------
+        InvalidInputError
+            Shapes, NaN/inf, outcomes outside {+1, −1, 0}, missing context; nothing is learned then.
+        """
+        o = type(self).__name__
+        XL, XR, U = self._check_many(X_left, X_right, context)
+        n = XL.shape[0]
+        Y = np.asarray(y)
+        if Y.shape != (n,) or Y.dtype == bool or Y.dtype.kind not in "iuf" or not np.isin(Y, (-1, 0, 1)).all():
+            raise InvalidInputError(f"{o}: y must have shape ({n},) with values in {{+1, -1, 0}}.")
+        if weight is not None:
+            W = np.asarray(weight, dtype=np.float64)
+            if W.shape != (n,) or not (np.isfinite(W).all() and (W > 0).all()):
+                raise InvalidInputError(f"{o}: weight must be {n} finite floats > 0.")
+        self._n_seen += n
+        self._since += n
+        strict = Y != 0
+        model = self._model
+        last, self._last_margins = self._last_margins, None
+        g = None
+        if model is not None and last is not None and last[0] is X_left and last[1] is X_right \
+                and (last[2] is context or not self._p) and last[3] is model:
+            g = last[4][strict]
+        XL, XR, U, Y = XL[strict], XR[strict], U[strict], Y[strict].astype(np.float64)
+        k = Y.shape[0]
+        if k == 0:
+            return
+        if model is not None:
+            if g is None:
+                g = self._margins(model, XL, XR, U)
+            losses = np.minimum(10.0, np.logaddexp(0.0, -Y * g))
+            self._loss_sum += float(losses.sum())
+            self._loss_n += k
+            if self.drift:
+                adwin = self._adwin
+                for v in losses.tolist():
+                    adwin.update(v)
+                    if adwin.drift_detected:
+                        self._drift_flag = True
+        with self._lock:
+            if self.window == "sliding":
+                ws = self.window_size
+                take = slice(max(0, k - ws), k)  # only the last window_size rows survive
+                pos = (self._head + max(0, k - ws) + np.arange(min(k, ws))) % ws
+                self._XL[pos], self._XR[pos], self._U[pos], self._y[pos] = XL[take], XR[take], U[take], Y[take]
+                self._head = (self._head + k) % ws
+                self._len = min(self._len + k, ws)
+                self._n_strict += k
+                return
+            for i in range(k):  # reservoir: Algorithm R, one draw per row as in learn_one
+                self._n_strict += 1
+                if self._len < self.window_size:
+                    slot = self._len
+                    self._len += 1
+                else:
+                    j = int(self._rng.integers(0, self._n_strict))
+                    if j >= self.window_size:
+                        continue
+                    slot = j
+                self._XL[slot], self._XR[slot], self._U[slot], self._y[slot] = XL[i], XR[i], U[i], Y[i]
+
     def margin_one(self, x_left, x_right, context=None) -> float:
         """g(x_left, x_right[, context]) from the current fitted model; 0.0 before the first fit."""
         xl, xr, u = self._arrays(x_left, x_right, context)
@@ -267,6 +406,9 @@ class RefittingGPM(PreferenceLearner):
     def refit(self) -> dict:
         """Fit a fresh model on a copy of the window and swap it in atomically.
 
+        Equal to ``refit_finish(job, fit_window(job))`` with ``job = refit_begin()``; the worker
+        may run :func:`fit_window` in another process instead (see :meth:`refit_begin`).
+
         Returns
         -------
         dict
@@ -274,9 +416,21 @@ class RefittingGPM(PreferenceLearner):
             selected model), ``device`` (str), ``model_version`` (int), ``penalty``, ``multiplier``,
             ``trigger`` ("first", "count", "time" or "drift").
         """
-        from learners.gpm import CGPM, GPM
+        job = self.refit_begin()
+        try:
+            model = _fit(job)
+        except BaseException:
+            self.refit_abort()
+            raise
+        return self.refit_finish(job, model)
 
-        t0 = time.perf_counter()
+    def refit_begin(self) -> dict:
+        """First step of a refit: copy the window (under the lock) into a picklable job.
+
+        ``fit_window(job)`` (module function, pure: arrays in, state dict out) can then run in
+        a thread or another process, and :meth:`refit_finish` installs its result; call
+        :meth:`refit_abort` if it fails. Learning goes on meanwhile.
+        """
         with self._lock:
             self._refitting = True
             n = self._len
@@ -286,17 +440,29 @@ class RefittingGPM(PreferenceLearner):
             self._since = 0
             self._drift_flag = False
             self._last_refit_t = time.monotonic()
+        device = self._resolve_device()
+        params = dict(_DEFAULT_MODEL_PARAMS)
+        params.update(self.model_params or {})
+        params.setdefault("dtype", "float32" if device.startswith("cuda") else "float64")
+        params["device"] = device
+        params["seed"] = int(self.seed) + self._version
+        return {"XL": XL, "XR": XR, "U": U, "y": y, "feature_names": self.feature_names_in,
+                "context_names": self.context_names if self._p else None, "params": params, "trigger": trigger,
+                "t0": time.perf_counter(), "device": device}
+
+    def refit_abort(self) -> None:
+        """Forget a refit started with :meth:`refit_begin` that will not finish."""
+        self._refitting = False
+
+    def refit_finish(self, job: dict, fitted) -> dict:
+        """Install the model fitted for ``job`` (a model, or the state dict :func:`fit_window` returns).
+
+        Returns the dict of :meth:`refit`.
+        """
+        from learners.gpm import _PairModel
+
         try:
-            device = self._resolve_device()
-            params = dict(_DEFAULT_MODEL_PARAMS)
-            params.update(self.model_params or {})
-            params.setdefault("dtype", "float32" if device.startswith("cuda") else "float64")
-            params["device"] = device
-            params["seed"] = int(self.seed) + self._version
-            if self._p:
-                model = CGPM(self.feature_names_in, self.context_names, **params).fit(XL, XR, y, U)
-            else:
-                model = GPM(self.feature_names_in, **params).fit(XL, XR, y)
+            model = _PairModel.from_state(fitted, device=job["device"]) if isinstance(fitted, dict) else fitted
             model.model_version = self._version + 1
             with self._lock:
                 self._model = model  # atomic reference swap
@@ -305,9 +471,9 @@ class RefittingGPM(PreferenceLearner):
                 self._adwin = self._new_adwin()
         finally:
             self._refitting = False
-        info = {"duration_s": time.perf_counter() - t0, "n_train": int(model.n_train_),
-                "val_auc": float(model.val_auc_), "device": device, "model_version": self._version,
-                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_), "trigger": trigger}
+        info = {"duration_s": time.perf_counter() - job["t0"], "n_train": int(model.n_train_),
+                "val_auc": float(model.val_auc_), "device": job["device"], "model_version": self._version,
+                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_), "trigger": job["trigger"]}
         self.last_refit_info = info
         return info
 
@@ -385,6 +551,38 @@ class RefittingCGPM(RefittingGPM):
     def __init__(self, feature_names: Sequence[str], context_names: Sequence[str], **kwargs):
         check_param("RefittingCGPM", "context_names", context_names, context_names is not None and len(context_names) > 0, "a non-empty list of context feature names")
         super().__init__(feature_names, context_names, **kwargs)
+
+
+def _fit(job: dict):
+    """Fit the GPM / C-GPM of a :meth:`RefittingGPM.refit_begin` job; the fitted model."""
+    from learners.gpm import CGPM, GPM
+
+    if job["context_names"]:
+        return CGPM(job["feature_names"], job["context_names"], **job["params"]).fit(job["XL"], job["XR"], job["y"],
+                                                                                      job["U"])
+    return GPM(job["feature_names"], **job["params"]).fit(job["XL"], job["XR"], job["y"])
+
+
+def refit_process_init(niceness: int = 10) -> None:
+    """Initializer of a refit worker process: lower its CPU priority (POSIX ``nice``) so that, on a
+    busy machine, the learner's own process wins the core when both want it."""
+    import os
+
+    try:
+        os.nice(int(niceness))
+    except (AttributeError, OSError):  # not POSIX, or not permitted: run at normal priority
+        pass
+
+
+def fit_window(job: dict) -> dict:
+    """Fit a refit job and return the model's state dict (float64): for a worker process.
+
+    Runs with torch limited to one thread (the learner keeps the other core).
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    return _fit(job).state_dict()
 
 
 def _jsonable(d):

@@ -26,11 +26,11 @@ from typing import Any, Callable
 
 from learners.exceptions import InvalidParameterError
 
-__all__ = ["TopicFollower", "aiokafka_options", "build_app", "faust_credentials", "read_latest"]
+__all__ = ["TopicFollower", "aiokafka_options", "build_app", "faust_credentials", "read_latest", "run_faust_worker"]
 
 log = logging.getLogger(__name__)
 
-ROLES = ("learner", "explainer")
+ROLES = ("learner", "explainer")  # the learner worker itself runs on aiokafka (stream.workers.learner)
 
 
 def _ssl_context(settings) -> ssl.SSLContext | None:
@@ -291,6 +291,16 @@ class TopicFollower:
     def stop(self) -> None:
         """Ask :meth:`run` to return."""
         self._stopping = True
+
+
+def run_faust_worker(app, loglevel: str) -> int:
+    """Run a Faust worker for ``app`` in this process (signal handling by Faust); the exit code."""
+    import faust
+
+    level = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error"}.get(str(loglevel).upper(), "info")
+    worker = faust.Worker(app, loglevel=level, quiet=True, redirect_stdouts=False)
+    worker.execute_from_commandline()
+    return 0
 
 
 def env_int(name: str, default: int) -> int:

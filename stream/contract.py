@@ -70,7 +70,9 @@ __all__ = [
     "ExplainRequest",
     "ItemCatalog",
     "PreferenceExample",
+    "click_session_from_doc",
     "dead_letter_record",
+    "decode_json",
     "decode_snapshot",
     "encode_snapshot",
     "explanation_record_ok",
@@ -79,6 +81,7 @@ __all__ = [
     "parse_explain_request",
     "parse_item",
     "parse_preference",
+    "preference_from_doc",
     "validate_record",
     "validator",
 ]
@@ -208,6 +211,12 @@ def _decode(raw: Any, max_bytes: int) -> Any:
                                        "send finite numbers only (NaN and Infinity are not JSON).") from None
     except (ValueError, RecursionError) as exc:
         raise DeadLetter("malformed_json", f"The payload is not valid JSON: {exc}.") from None
+
+
+def decode_json(raw: Any, max_bytes: int = _DEFAULT_MAX_BYTES) -> Any:
+    """Steps 1–3 (oversize, malformed JSON, NaN tokens) with the standard library: the reference
+    decoder; raises :class:`DeadLetter`."""
+    return _decode(raw, max_bytes)
 
 
 def _check_object_and_version(doc: Any, what: str) -> dict:
@@ -559,7 +568,12 @@ def parse_preference(raw: bytes, catalog: ItemCatalog | None = None, max_bytes: 
     >>> ex.outcome, ex.right, ex.weight
     (-1, {'price': 2.0}, 1.0)
     """
-    d = _check_object_and_version(_decode(raw, max_bytes), "preference event")
+    return preference_from_doc(_decode(raw, max_bytes), catalog)
+
+
+def preference_from_doc(d: Any, catalog: ItemCatalog | None = None) -> PreferenceExample:
+    """Steps 4–8 of :func:`parse_preference` on an already decoded JSON value (batch decoders)."""
+    d = _check_object_and_version(d, "preference event")
     if not _fast_preference_ok(d):
         _schema_check("preference", d)
     left, left_id = _resolve(d["left"], catalog, "left")
@@ -749,7 +763,13 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
         id that was not shown; ``unknown_item`` if a shown item is neither inline nor in the
         catalog (checked only for items that take part in a pair).
     """
-    d = _check_object_and_version(_decode(raw, max_bytes), "click session")
+    return click_session_from_doc(_decode(raw, max_bytes), catalog, expander)
+
+
+def click_session_from_doc(d: Any, catalog: ItemCatalog | None = None,
+                           expander: "clicklog.SessionExpander | None" = None) -> list[PreferenceExample]:
+    """Steps 4–8 of :func:`parse_click_session` on an already decoded JSON value (batch decoders)."""
+    d = _check_object_and_version(d, "click session")
     sid, ts, shown, ids, clicked, ctx, w = _click_structure(d)
     plan = (expander or _DEFAULT_EXPANDER).plan(sid, shown, clicked)
     if not plan:

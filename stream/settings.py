@@ -117,6 +117,12 @@ class Settings:
     snapshot_every_events: int = _f(1000, "Publish a snapshot after this many learned events.", "int", lo=1)
     snapshot_every_seconds: float = _f(30.0, "...or after this many seconds with new events.", "float", lo=0,
                                        lo_open=True)
+    # ------------------------------------------------------------------ micro-batches
+    batch_max_events: int = _f(500, "Learner micro-batch: learn at most this many messages at once.", "int", lo=1)
+    batch_max_ms: float = _f(50.0, "...or what arrived within this many ms of the batch's first message.", "float",
+                             lo=0)
+    refit_executor: str = _f("PROCESS", "Where the learner fits model refits (GPM): a worker PROCESS or a THREAD.",
+                             "choice", choices=("PROCESS", "THREAD"))
     max_snapshot_bytes: int = _f(8_388_608, "Largest snapshot (bytes); keep ≤ the model topic's max.message.bytes.",
                                  "int", lo=1024)
     # ----------------------------------------------------------------- explanations

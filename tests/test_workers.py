@@ -259,24 +259,36 @@ def test_progressive_validation_predicts_before_learning():
 
     class Spy(LinearBT):
         def predict_proba_one(self, *a, **k):
-            calls.append(("predict", self.n_learned))
+            calls.append(("predict", self.n_learned, 1))
             return super().predict_proba_one(*a, **k)
 
         def learn_one(self, *a, **k):
-            calls.append(("learn", self.n_learned))
+            calls.append(("learn", self.n_learned, 1))
             return super().learn_one(*a, **k)
+
+        def predict_proba_many(self, XL, *a, **k):
+            calls.append(("predict", self.n_learned, len(XL)))
+            return super().predict_proba_many(XL, *a, **k)
+
+        def learn_many(self, XL, *a, **k):
+            calls.append(("learn", self.n_learned, len(XL)))
+            return super().learn_many(XL, *a, **k)
 
     registry.register_model("spy-bt", lambda s, p: Spy(), lambda st: Spy.from_state(st), replace=True)
     s = settings(models=["spy-bt"])
     core = LearnerCore(s)
     st = core.new_source(s.topic_preferences, 0, {})
     rng = np.random.default_rng(7)
-    msgs = [(i, ev(i, rng)) for i in range(3)]
-    _run(core, st, msgs, 0, 1)
+    msgs = [(i, ev(i, rng)) for i in range(6)]
+    _run(core, st, msgs, 0, 1)  # the first example also fixes the feature names: learn_one
     acc, ll, _ = core.progressive["spy-bt"]
     assert ll.get() == pytest.approx(np.log(2), abs=1e-12)  # the unfitted model predicts σ(0) = ½
-    _run(core, st, msgs, 1)
-    assert calls == [("predict", 0), ("learn", 0), ("predict", 1), ("learn", 1), ("predict", 2), ("learn", 2)]
+    _run(core, st, msgs, 1, 3)  # batches of one
+    # one batch of three: predicted together with the state before the batch, then learned together
+    core.process_batch(st, [(off, raw, Tok(off), None) for off, raw in msgs[3:]])
+    assert calls == [("predict", 0, 1), ("learn", 0, 1), ("predict", 1, 1), ("learn", 1, 1),
+                     ("predict", 2, 1), ("learn", 2, 1), ("predict", 3, 3), ("learn", 3, 3)]
+    assert acc.cm.total_weight == 6 and st.slots["spy-bt"].count == 6 and st.next_offset == 6
 
 
 def test_refit_protocol_runs_in_an_executor_and_forces_a_snapshot():

@@ -277,8 +277,9 @@ def test_round_trip_learner_to_explainer_with_additivity_and_metrics(stack):
     assert 0.5 < metric_value(ltext, "prefstream_progressive_accuracy", model="linear-bt") <= 1.0
     assert metric_value(ltext, "prefstream_model_version", model="linear-bt") >= 3  # ≥ 1 per partition
     # consumer lag: one gauge per partition, all caught up
+    # every assigned partition (restored at assignment) reports its lag: 3 preference + 3 click partitions
     lag_lines = [ln for ln in ltext.splitlines() if ln.startswith("prefstream_consumer_lag{")]
-    assert len(lag_lines) == 3 and all(float(ln.rsplit(" ", 1)[1]) == 0.0 for ln in lag_lines)
+    assert len(lag_lines) == 6 and all(float(ln.rsplit(" ", 1)[1]) == 0.0 for ln in lag_lines)
     assert metric_value(etext, "prefstream_explanations_total", method="linear-shapley") >= len(recs)
     assert metric_value(etext, "prefstream_explanations_skipped_total", reason="no_model") + len(recs) >= 250
 
@@ -369,7 +370,9 @@ def test_dead_letters_are_counted_by_reason(dead_letter_run):
 
 
 # --------------------------------------------------------------------------- SIGKILL
-def test_sigkill_mid_stream_then_restart_loses_nothing_and_learns_nothing_twice(stack):
+@pytest.mark.parametrize("batch", [{}, {"PREFSTREAM_BATCH_MAX_EVENTS": "7", "PREFSTREAM_BATCH_MAX_MS": "5"}],
+                         ids=["default-batches", "tiny-batches"])
+def test_sigkill_mid_stream_then_restart_loses_nothing_and_learns_nothing_twice(stack, batch):
     rng = np.random.default_rng(3)
     N = 3000
     events = [pref_event(i, rng) for i in range(N)]
@@ -379,12 +382,12 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_learns_nothing_twice(
     stream = events[:1000] + dups[:20] + bad[:10] + events[1000:] + dups[20:] + bad[10:]
     valid_ids = [e for e, _ in events]
 
-    w1 = stack.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
+    w1 = stack.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50", **batch)
 
-    def produce():
+    def produce():  # ~8 s of stream: the batched worker keeps up, so the kill lands mid-stream
         for k in range(0, len(stream), 100):
             stack.send("preferences", stream[k:k + 100])
-            time.sleep(0.05)
+            time.sleep(0.25)
 
     t = threading.Thread(target=produce)
     t.start()
@@ -397,7 +400,7 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_learns_nothing_twice(
     assert snap_at_kill < N, "the worker finished before the kill; the test would prove nothing"
 
     port = free_port()
-    stack.start("learn", "--metrics-port", str(port), PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
+    stack.start("learn", "--metrics-port", str(port), PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50", **batch)
     stack.wait(lambda: stack.totals()[0] >= N or None, 120, f"{N} learned events after the restart")
     time.sleep(1.5)  # any double learning would show up as a further snapshot with a larger count
     n, d = stack.totals()

@@ -4,9 +4,10 @@ A learner worker keeps one state per *source* — one partition of one input top
 ``"<topic>:<partition>"`` — and publishes it under the key ``"<model>@<topic>:<partition>"`` on
 the compacted model topic. Besides the learner's own state dict, each snapshot carries:
 
-* ``offsets = {source: next_offset}`` (the :func:`~stream.contract.encode_snapshot` field): every
-  message of ``source`` below ``next_offset`` is folded into the state, none above;
-* in ``state["meta"][STREAM_META_KEY]``: the training count, the digest of the learned event
+* in the envelope of :func:`~stream.contract.encode_snapshot`: ``offsets = {source: next_offset}``
+  (every message of ``source`` below ``next_offset`` is folded into the state, none above) and
+  the training count — stored there only;
+* in ``state["meta"][STREAM_META_KEY]``: the source, the digest of the learned event
   ids (sum of 64-bit BLAKE2b hashes mod 2⁶⁴, order-free, so lost-plus-duplicated events do not
   cancel out as they would in a count), and in ``state["arrays"][WINDOW_KEY]`` the hashes of the
   most recent event ids (the dedupe window), as ``uint64``.
@@ -68,14 +69,16 @@ def digest_add(digest: int, h: int) -> int:
     return (digest + h) & _MASK
 
 
-def attach_stream_meta(state: dict, *, source: str, next_offset: int, training_count: int, digest: int,
-                       window: list[int] | np.ndarray) -> dict:
-    """A copy of ``state`` with the stream bookkeeping added (the learner's dicts are not mutated)."""
+def attach_stream_meta(state: dict, *, source: str, digest: int, window: list[int] | np.ndarray) -> dict:
+    """A copy of ``state`` with the stream bookkeeping added (the learner's dicts are not mutated).
+
+    ``next_offset`` and the training count are *not* repeated here: the snapshot envelope of
+    :func:`~stream.contract.encode_snapshot` holds them (``offsets[source]``, ``training_count``),
+    each stored once.
+    """
     meta = dict(state.get("meta", {}))
     meta[STREAM_META_KEY] = {
         "source": source,
-        "next_offset": int(next_offset),
-        "training_count": int(training_count),
         "digest": format(int(digest) & _MASK, "016x"),
         "window_size": int(len(window)),
     }
@@ -87,8 +90,9 @@ def attach_stream_meta(state: dict, *, source: str, next_offset: int, training_c
 def split_stream_meta(state: dict) -> tuple[dict, dict]:
     """``(learner_state, info)``: the state without bookkeeping, and the bookkeeping.
 
-    ``info`` has ``source``, ``next_offset``, ``training_count``, ``digest`` (int) and ``window``
-    (list of int); it is empty for a snapshot written by something other than a learner worker.
+    ``info`` has ``source``, ``digest`` (int) and ``window`` (list of int) — and ``next_offset`` /
+    ``training_count`` in snapshots written before they moved to the envelope only; it is empty
+    for a snapshot written by something other than a learner worker.
     """
     meta = dict(state.get("meta", {}))
     arrays = dict(state.get("arrays", {}))

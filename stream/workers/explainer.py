@@ -42,10 +42,12 @@ from stream.contract import (
     ItemCatalog,
     decode_snapshot,
     explanation_record_ok,
-    parse_click_session,
+    click_session_from_doc,
+    parse_explain_request,
     parse_item,
     parse_preference,
 )
+from stream.ingest import decode
 from stream.metrics import Metrics, build_metrics
 from stream.monitor import Monitor
 from stream.workers._snapshot import parse_snapshot_key, split_stream_meta
@@ -178,10 +180,10 @@ class ExplainerCore:
         ``{"session_id", "shown": [{"id", "features"}], "clicked": [ids], "context"}`` with
         features resolved from the item catalog.
         """
-        try:
-            pairs = parse_click_session(value, self.catalog, max_bytes=self.settings.max_message_bytes)
-            doc = json.loads(value)
-        except (DeadLetter, ValueError, TypeError):
+        try:  # decoded once: the pairs and the session's shown/clicked lists come from one document
+            doc = decode(value, self.settings.max_message_bytes)
+            pairs = click_session_from_doc(doc, self.catalog)
+        except DeadLetter:
             return None
         if not pairs or self.rng.random() >= self.sample_rate():
             return None
@@ -195,28 +197,16 @@ class ExplainerCore:
         return ExplainJob(pairs, origin="sample", params={"session": session}, session=True)
 
     def on_request(self, value) -> ExplainJob | None:
-        """Parse an explain request; counts ``skipped{reason="invalid_request"}`` if malformed."""
+        """Parse an explain request (:func:`stream.contract.parse_explain_request`, one decode);
+        counts ``skipped{reason="invalid_request"}`` if it is invalid."""
         try:
-            d = json.loads(value)
-            if not isinstance(d, dict):
-                raise ValueError("an explain request must be a JSON object")
-            rid = str(d["request_id"])
-
-            def ref(v):
-                return v if isinstance(v, dict) and ("features" in v or "id" in v) else {"features": v}
-
-            ev = {"schema_version": 1, "event_id": rid, "timestamp": time.time(), "left": ref(d["left"]),
-                  "right": ref(d["right"]), "outcome": 0}
-            if d.get("context") is not None:
-                ev["context"] = d["context"]
-            ex = parse_preference(json.dumps(ev).encode(), self.catalog, max_bytes=self.settings.max_message_bytes)
-        except (ValueError, KeyError, TypeError, DeadLetter) as exc:
+            req = parse_explain_request(value, self.catalog, max_bytes=self.settings.max_message_bytes)
+        except DeadLetter as exc:
             self.metrics.explanations_skipped.labels(reason="invalid_request").inc()
-            log.warning("invalid explain request: %s", exc)
+            log.warning("invalid explain request (%s): %s", exc.reason, exc.detail)
             return None
-        models = [d["model"]] if d.get("model") else None
-        methods = [d["method"]] if d.get("method") else None
-        return ExplainJob([ex], models=models, methods=methods, origin="request", params=dict(d.get("params") or {}))
+        return ExplainJob([req.example], models=[req.model] if req.model else None,
+                          methods=[req.method] if req.method else None, origin="request", params=req.params or {})
 
     def on_item(self, key, value, partition, offset) -> None:  # noqa: ARG002
         try:
@@ -363,13 +353,12 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
 
 def run_explainer(settings, loglevel: str | None = None) -> int:
     """Run the explainer worker until SIGTERM/SIGINT; returns the exit code."""
-    from stream.app import build_app
+    from stream.app import build_app, run_faust_worker
     from stream.metrics import start_metrics_server
-    from stream.workers.learner import _run_worker
 
     metrics = build_metrics()
     start_metrics_server(settings.port_for("explainer"), metrics.registry)
     app = build_app(settings, "explainer")
     core = ExplainerCore(settings, metrics=metrics)
     attach_explainer(app, core, executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-explain"))
-    return _run_worker(app, loglevel or settings.log_level)
+    return run_faust_worker(app, loglevel or settings.log_level)

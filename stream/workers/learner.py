@@ -1,536 +1,133 @@
-"""The learner worker: consume preferences and click sessions, validate, learn, snapshot.
+"""The learner worker: consume preferences and click sessions in micro-batches, learn, snapshot.
 
-Processing guarantee — idempotent learning keyed by offsets (no event lost, none learned twice
-after a SIGKILL; ``docs/workers.md`` has the argument in full):
+The state machine is :class:`~stream.workers.learner_core.LearnerCore` (plain Python, tested
+without a broker; re-exported here). This module is the Kafka loop around it, written directly
+on aiokafka's group consumer rather than on a Faust agent: Faust builds an ``Event`` and an
+acknowledgement per message, which alone cost more than learning a whole batch (measured in
+``bench/results/stream.md``). The loop
 
-1. **State per source.** Each partition of each input topic (a *source*, ``"<topic>:<p>"``) has
-   its own learner per model. Its snapshot on the compacted model topic, key
-   ``"<model>@<topic>:<p>"``, records ``next_offset``: every message of the source below it is
-   in the state, none at or above it.
-2. **Acknowledge after publishing.** A message is acknowledged to Faust (hence eligible for the
-   offset commit) only after a snapshot whose ``next_offset`` exceeds it has been delivered
-   (``acks=all``). So the committed offset never passes the latest snapshot.
-3. **Restore and skip.** When partitions are assigned (start, restart, rebalance) every source
-   state is dropped and rebuilt from its latest snapshot; Faust then seeks to the committed
-   offset (≤ ``next_offset``) and the worker skips every message below ``next_offset``.
+1. **fetches a micro-batch**: ``getmany`` until ``batch_max_events`` messages are in hand or
+   ``batch_max_ms`` ms have passed since the first of them arrived, whichever comes first;
+2. hands each partition's share to :meth:`LearnerCore.process_batch` (one decode-and-validate
+   pass, one ``predict_proba_many`` and one ``learn_many`` per model) and publishes the dead
+   letters it returns;
+3. **publishes snapshots** when due (count, timer, refit) and, once every record of a
+   snapshot round is delivered with ``acks=all``, **commits** the smallest ``next_offset`` of
+   that round for the partition — the committed offset never passes the latest snapshot;
+4. on a **revocation** waits for snapshot deliveries in flight, then neither learns nor publishes
+   until the new assignment; on an **assignment** drops every source state (each is rebuilt from
+   its latest snapshot when its first message arrives, and messages below ``next_offset`` are
+   skipped); a batch fetched before a rebalance (an older generation) is dropped unprocessed —
+   the consumer re-reads it from the committed offset;
+5. on SIGTERM/SIGINT publishes final snapshots and commits them before leaving the group.
 
-A crash anywhere therefore replays exactly the messages after the last snapshot into the state
-of that snapshot. A bounded per-model window of the last ``dedupe_window`` event-id hashes
-(saved in the snapshot too) additionally drops re-sent copies of one event (producer retries,
-a replay run twice) that arrive at *different* offsets.
-
-Two workers in one consumer group own disjoint partitions, hence disjoint sources; the
-explainer merges the per-source learners of a model (:func:`stream.registry.merge_learners`).
-
-The Faust agent is thin: it hands each message to :class:`LearnerCore` (plain Python, tested
-without a broker) and publishes what the core returns.
+``docs/workers.md`` gives the guarantee's argument in full.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
+import signal
+import sys
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
 
-from learners.exceptions import InvalidInputError, PrefstreamError, SnapshotError
-from stream import registry
-from stream.clicklog import ClickPairing, SessionExpander
-from stream.contract import (
-    DeadLetter,
-    ItemCatalog,
-    dead_letter_record,
-    decode_snapshot,
-    encode_snapshot,
-    parse_click_session,
-    parse_item,
-    parse_preference,
-)
-from stream.metrics import Metrics, build_metrics
-from stream.monitor import Monitor
-from stream.workers._snapshot import (
-    attach_stream_meta,
-    digest_add,
-    event_hash,
-    snapshot_key,
-    source_name,
-    split_stream_meta,
-)
+import orjson
 
-__all__ = ["DEFAULT_DEDUPE_WINDOW", "LearnerCore", "ModelSlot", "SourceState", "run_learner"]
+from learners.exceptions import SnapshotError
+from stream.workers._snapshot import source_name
+from stream.workers.learner_core import DEFAULT_DEDUPE_WINDOW, LearnerCore, ModelSlot, SourceState
+
+__all__ = ["DEFAULT_DEDUPE_WINDOW", "LearnerCore", "LearnerLoop", "ModelSlot", "SourceState", "run_learner"]
 
 log = logging.getLogger(__name__)
 
-#: Event-id hashes remembered per model and source (64-bit each, ≈ 32 KiB in a snapshot).
-DEFAULT_DEDUPE_WINDOW = 4096
 
-#: Events over which the progressive ROC AUC is computed exactly (river.metrics.RollingROCAUC).
-AUC_WINDOW = 10_000
-
-
-@dataclass
-class ModelSlot:
-    """One model's state on one source."""
-
-    learner: Any
-    version: int = 0
-    count: int = 0
-    next_offset: int = 0
-    digest: int = 0
-    window: deque = field(default_factory=deque)
-    window_set: set = field(default_factory=set)
-    refit_running: bool = False
-    restored: bool = False
-
-    def remember(self, h: int, size: int) -> None:
-        if size <= 0:
-            return
-        self.window.append(h)
-        self.window_set.add(h)
-        while len(self.window) > size:
-            self.window_set.discard(self.window.popleft())
-
-
-@dataclass
-class SourceState:
-    """All model slots of one source plus the messages waiting for a snapshot before their ack."""
-
-    topic: str
-    partition: int
-    kind: str
-    slots: dict = field(default_factory=dict)
-    next_offset: int = 0
-    published_next: int = 0
-    pending: list = field(default_factory=list)
-    since_snapshot: int = 0
-    last_snapshot: float = field(default_factory=time.monotonic)
-    force: bool = False
-    publishing: bool = False
-    generation: int = 0
-
-    @property
-    def source(self) -> str:
-        return source_name(self.topic, self.partition)
-
-
-class LearnerCore:
-    """The learner worker's state machine, independent of Faust and of the broker.
+class LearnerLoop:
+    """The Kafka side of one learner worker process (see the module docstring).
 
     Parameters
     ----------
-    settings : Settings
-        Uses ``models``, ``model_params``, topic names, ``snapshot_every_events``,
-        ``snapshot_every_seconds``, ``max_message_bytes``, ``max_snapshot_bytes``.
-    metrics : Metrics, optional
-        Fresh registry if omitted.
-    dedupe_window : int, default 4096
-        Event-id hashes remembered per model and source; 0 disables event-id dedupe.
-    loop, executor : optional
-        Where ``refit()`` runs; without a loop refits run inline (tests).
-
-    Raises
-    ------
-    InvalidParameterError
-        If a configured model is not registered.
+    core : LearnerCore
     """
 
-    def __init__(self, settings, metrics: Metrics | None = None, dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
-                 loop: asyncio.AbstractEventLoop | None = None, executor=None, clock=time.monotonic) -> None:
-        from river import metrics as rm
+    def __init__(self, core: LearnerCore) -> None:
+        self.core = core
+        self.settings = core.settings
+        self.generation = 0
+        self.paused = False
+        self.snapshots: dict | None = None
+        self.tasks: set = set()
+        self.stop = asyncio.Event()
+        self.consumer = None
+        self.producer = None
+        self.fatal: Exception | None = None
+        self.ready = asyncio.Event()  # set once the assigned sources are restored
 
-        self.settings = settings
-        self.metrics = metrics or build_metrics()
-        self.dedupe_window = int(dedupe_window)
-        self.loop = loop
-        self.executor = executor
-        self.clock = clock
-        self.models = list(settings.models)
-        self.specs = {m: registry.get_model(m) for m in self.models}
-        self.catalog = ItemCatalog()
-        self.click_expander = SessionExpander(ClickPairing.from_settings(settings))
-        self.sources: dict[str, SourceState] = {}
-        self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
-        # ROC AUC over the last AUC_WINDOW scored events, exact (rank-based): river's ROCAUC bins
-        # probabilities into 10 thresholds, which flattens margin models whose σ(g) stays near 0.5.
-        self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.RollingROCAUC(window_size=AUC_WINDOW)) for m in self.models}
-        # labelled children resolved once (``labels()`` costs ~10 µs per call)
-        self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
-        self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
-        for m in self.models:  # counters alerts read with increase(): a series from 0, not from the first event
-            self.metrics.refit_failures.labels(model=m)
-            self.metrics.drift.labels(model=m, kind="model")
-        self._m_consumed: dict[str, Any] = {}
-        #: model drift: ADWIN on the progressive log loss (stream.monitor)
-        self.monitor = Monitor.from_settings(settings, self.metrics)
-        #: per item-topic partition, the end offset when the worker started: bad item records
-        #: below it are counted but not dead-lettered again (an earlier run did that)
-        self.items_live_from: dict[int, int] = {}
-
-    # ------------------------------------------------------------------ sources
-    def new_source(self, topic: str, partition: int, snapshots: dict, generation: int = 0) -> SourceState:
-        """Create (or replace) the state of a source from its latest snapshots.
-
-        Parameters
-        ----------
-        topic, partition
-        snapshots : dict of str to bytes
-            Latest model-topic value per key (only keys ``"<model>@<topic>:<partition>"`` are used).
-        generation : int
-            Consumer-group generation the state belongs to.
-
-        Raises
-        ------
-        SnapshotError
-            If a snapshot exists but cannot be decoded or loaded: starting from scratch instead
-            would silently break the processing guarantee.
-        """
-        kind = self.kinds.get(topic)
-        if kind is None:
-            raise InvalidInputError(f"Topic {topic!r} is not an input topic of the learner ({sorted(self.kinds)}).")
-        st = SourceState(topic=topic, partition=int(partition), kind=kind, generation=generation,
-                         last_snapshot=self.clock())
-        src = st.source
-        fresh = []
-        for model in self.models:
-            raw = snapshots.get(snapshot_key(model, src))
-            if raw is None:
-                fresh.append(model)
-                continue
-            try:
-                snap = decode_snapshot(raw)
-                clean, info = split_stream_meta(snap["state"])
-                learner = self.specs[model].loader(clean)
-            except PrefstreamError as exc:
-                raise SnapshotError(f"Cannot restore {snapshot_key(model, src)} from the model topic: {exc}. "
-                                    "Delete the key (tombstone) to start this model afresh.") from exc
-            slot = ModelSlot(learner=learner, version=int(snap["version"]), count=int(snap["training_count"]),
-                             next_offset=int(snap["offsets"].get(src, info.get("next_offset", 0))),
-                             digest=int(info.get("digest", 0)), restored=True)
-            for h in info.get("window", [])[-self.dedupe_window:] if self.dedupe_window > 0 else []:
-                slot.remember(h, self.dedupe_window)
-            st.slots[model] = slot
-        start = max((s.next_offset for s in st.slots.values()), default=0)
-        for model in fresh:
-            st.slots[model] = ModelSlot(learner=self.specs[model].factory(self.settings, self.settings.params_for(model)),
-                                        next_offset=start)
-        st.next_offset = start
-        st.published_next = min(s.next_offset for s in st.slots.values())
-        self.sources[src] = st
-        self._set_versions()
-        log.info("source %s restored: %s", src, {m: (s.version, s.count, s.next_offset) for m, s in st.slots.items()})
-        return st
-
-    def drop_source(self, source: str) -> None:
-        """Forget a source (revoked partition); unacknowledged messages stay unacknowledged."""
-        self.sources.pop(source, None)
-
-    # ------------------------------------------------------------------ processing
-    def process(self, st: SourceState, offset: int, value: bytes | None, ack_token: Any = None) -> list[dict]:
-        """Validate and learn one input message of ``st``.
-
-        Returns
-        -------
-        list of dict
-            Dead-letter records to publish (empty for a good or a skipped message).
-        """
-        m = self.metrics
-        consumed = self._m_consumed.get(st.topic)
-        if consumed is None:
-            consumed = self._m_consumed[st.topic] = m.events_consumed.labels(topic=st.topic)
-        consumed.inc()
-        offset = int(offset)
-        if ack_token is not None:
-            st.pending.append((offset, ack_token))
-        if offset < st.published_next:  # redelivered after a seek: already in every published snapshot
-            return []
-        live = [(name, s) for name, s in st.slots.items() if offset >= s.next_offset]
-        if not live:
-            return []
-        fresh = offset >= st.next_offset
-        if fresh and offset > st.next_offset and st.since_snapshot == 0 and any(s.restored for s in st.slots.values()):
-            log.warning("source %s: offset gap %d -> %d (retention or transactional markers?)", st.source,
-                        st.next_offset, offset)
-        out: list[dict] = []
-        try:
-            if st.kind == "clicks":
-                examples = parse_click_session(value, self.catalog, max_bytes=self.settings.max_message_bytes,
-                                               expander=self.click_expander)
-            else:
-                examples = [parse_preference(value, self.catalog, max_bytes=self.settings.max_message_bytes)]
-        except DeadLetter as dl:
-            examples = []
-            if fresh:
-                out.append(self._dead_letter(value, dl.reason, dl.detail, st, offset))
-        learn_error = None
-        dup = 0
-        for ex in examples:
-            h = event_hash(ex.event_id)
-            for name, slot in live:
-                if h in slot.window_set:
-                    dup += 1
-                    continue
-                self._validate_progressively(name, slot.learner, ex)
-                t0 = time.perf_counter()
-                try:
-                    slot.learner.learn_one(ex.left, ex.right, ex.outcome, ex.context, ex.weight)
-                except Exception as exc:  # noqa: BLE001 - one event must not crash the agent
-                    # (a crash would let the next snapshot's offsets cover this event unlearned)
-                    if not isinstance(exc, (InvalidInputError, ValueError, KeyError, TypeError)):
-                        log.exception("model %s failed on event %s", name, ex.event_id)
-                    learn_error = learn_error or f"model {name!r} rejected event {ex.event_id!r}: {type(exc).__name__}: {exc}"
-                    continue
-                self._m_latency[name].observe(time.perf_counter() - t0)
-                self._m_learned[name].inc()
-                slot.count += 1
-                slot.digest = digest_add(slot.digest, h)
-                slot.remember(h, self.dedupe_window)
-                self._maybe_refit(st, name, slot)
-        if dup:
-            m.duplicate_events.labels(topic=st.topic).inc(dup)
-        if learn_error is not None and fresh:
-            out.append(self._dead_letter(value, "schema_violation", learn_error, st, offset))
-        for _, slot in live:
-            slot.next_offset = offset + 1
-        if fresh:
-            st.next_offset = offset + 1
-            st.since_snapshot += 1
-        return out
-
-    def _dead_letter(self, value, reason: str, detail: str, st: SourceState, offset: int) -> dict:
-        self.metrics.dead_letters.labels(reason=reason).inc()
-        return dead_letter_record(value, reason, detail, st.topic, st.partition, offset)
-
-    def _validate_progressively(self, name: str, learner, ex) -> None:
-        """Predict before learning (progressive validation); ties (outcome 0) are not scored."""
-        if ex.outcome == 0:
-            return
-        try:
-            p = float(learner.predict_proba_one(ex.left, ex.right, ex.context)[1])
-        except Exception:  # noqa: BLE001 - not fitted yet, or features it cannot score: learn_one decides
-            return
-        acc, ll, auc = self.progressive[name]
-        y = ex.outcome == 1
-        acc.update(y, p > 0.5)
-        ll.update(y, p)
-        auc.update(y, p)
-        self.monitor.observe_loss(name, y, p)
-
-    # ------------------------------------------------------------------ refits
-    def _maybe_refit(self, st: SourceState, name: str, slot: ModelSlot) -> None:
-        wants = getattr(slot.learner, "wants_refit", None)
-        if wants is None or slot.refit_running or not wants():
-            return
-        slot.refit_running = True
-        t0 = time.perf_counter()
-        if self.loop is None:
-            try:
-                res = slot.learner.refit()
-            except Exception as exc:  # noqa: BLE001 - a failed refit must not stop learning
-                self._refit_failed(name, exc, slot)
-            else:
-                self._refit_done(st, name, slot, t0, res)
-            return
-        fut = self.loop.run_in_executor(self.executor, slot.learner.refit)
-
-        def done(f):
-            if f.cancelled():
-                slot.refit_running = False
-            elif f.exception() is not None:
-                self._refit_failed(name, f.exception(), slot)
-            else:
-                self._refit_done(st, name, slot, t0, f.result())
-
-        fut.add_done_callback(done)
-
-    def _refit_failed(self, name, exc, slot) -> None:
-        slot.refit_running = False
-        self.metrics.refit_failures.labels(model=name).inc()
-        log.error("refit of %s failed: %r", name, exc)
-
-    def _refit_done(self, st, name, slot, t0, res) -> None:
-        slot.refit_running = False
-        res = res if isinstance(res, dict) else {}
-        m = self.metrics
-        m.refit_duration.labels(model=name).observe(float(res.get("duration_s", time.perf_counter() - t0)))
-        if res.get("n_train") is not None:
-            m.refit_training_size.labels(model=name).set(float(res["n_train"]))
-        if res.get("val_auc") is not None:
-            m.refit_validation_auc.labels(model=name).set(float(res["val_auc"]))
-        if self.sources.get(st.source) is st:
-            st.force = True  # publish the refitted model with the next snapshot round
-
-    # ------------------------------------------------------------------ snapshots
-    def snapshot_due(self, st: SourceState, now: float | None = None) -> bool:
-        """True when ``st`` has unsnapshotted work and the event count, the timer or a refit says so."""
-        if st.publishing:
-            return False
-        now = self.clock() if now is None else now
-        if st.force:
-            return True
-        if st.since_snapshot <= 0:
-            return False
-        return (st.since_snapshot >= self.settings.snapshot_every_events
-                or now - st.last_snapshot >= self.settings.snapshot_every_seconds)
-
-    def build_snapshots(self, st: SourceState) -> tuple[list[tuple[bytes, bytes]], list, dict]:
-        """Encode one snapshot per model of ``st`` and take the messages they cover.
-
-        Returns
-        -------
-        records : list of (key, value) bytes
-        acks : list
-            Ack tokens of messages below every snapshot's ``next_offset``; acknowledge them only
-            after all records are delivered.
-        versions : dict
-            ``{model: (version, next_offset)}`` to pass to :meth:`snapshot_done`.
-
-        Raises
-        ------
-        SnapshotError
-            If a model's state cannot be encoded (e.g. over ``max_snapshot_bytes``); nothing is
-            taken then, so nothing is acknowledged.
-        """
-        records, versions = [], {}
-        for name, slot in st.slots.items():
-            state = attach_stream_meta(slot.learner.state_dict(), source=st.source, next_offset=slot.next_offset,
-                                       training_count=slot.count, digest=slot.digest, window=slot.window)
-            value = encode_snapshot(name, slot.version + 1, slot.count, state, offsets={st.source: slot.next_offset},
-                                    max_bytes=self.settings.max_snapshot_bytes)
-            records.append((snapshot_key(name, st.source).encode(), value))
-            versions[name] = (slot.version + 1, slot.next_offset)
-        covered = min(n for _, n in versions.values()) if versions else st.next_offset
-        acks = [tok for off, tok in st.pending if off < covered]
-        st.pending = [(off, tok) for off, tok in st.pending if off >= covered]
-        st.since_snapshot = 0
-        st.force = False
-        st.last_snapshot = self.clock()
-        st.publishing = True
-        return records, acks, versions
-
-    def snapshot_done(self, st: SourceState, versions: dict, ok: bool) -> None:
-        """Record the outcome of publishing the records of :meth:`build_snapshots`."""
-        st.publishing = False
-        if not ok:
-            st.force = True
-            return
-        for name, (version, _) in versions.items():
-            slot = st.slots.get(name)
-            if slot is not None:
-                slot.version = max(slot.version, version)
-        self._set_versions()
-        if versions:
-            st.published_next = max(st.published_next, min(n for _, n in versions.values()))
-
-    def _set_versions(self) -> None:
-        """``prefstream_model_version{model}`` = Σ of the versions of this worker's sources
-        (the explainer reports the same sum over all sources, i.e. the merged model's version)."""
-        for name in self.models:
-            total = sum(st.slots[name].version for st in self.sources.values() if name in st.slots)
-            self.metrics.model_version.labels(model=name).set(total)
-
-    # ------------------------------------------------------------------ items
-    def on_item(self, key, value, partition: int, offset: int) -> dict | None:
-        """Apply one item-catalog record; a dead-letter record for a bad *live* record, else None."""
-        try:
-            self.catalog.upsert(parse_item(value, max_bytes=self.settings.max_message_bytes, key=key))
-        except DeadLetter as dl:
-            self.metrics.dead_letters.labels(reason=dl.reason).inc()
-            if offset >= self.items_live_from.get(partition, 0):
-                return dead_letter_record(value, dl.reason, dl.detail, self.settings.topic_items, partition, offset)
-        return None
-
-    # ------------------------------------------------------------------ gauges
-    def update_gauges(self) -> None:
-        """Push the progressive metrics to their gauges (cheap; call about once a second)."""
-        m = self.metrics
-        for name, (acc, ll, auc) in self.progressive.items():
-            m.progressive_accuracy.labels(model=name).set(acc.get())
-            m.progressive_log_loss.labels(model=name).set(ll.get())
-            m.progressive_roc_auc.labels(model=name).set(auc.get())
-        for st in self.sources.values():
-            for name, slot in st.slots.items():
-                try:  # the capacity learner reports its diagnostics as one dict (CapacityLearner.metrics)
-                    stats = dict(slot.learner.metrics()) if callable(getattr(slot.learner, "metrics", None)) else {}
-                except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
-                    stats = {}
-                for attr, gauge in (("nonzero_masses", m.capacity_nonzero_masses),
-                                    ("constraint_violation", m.capacity_constraint_violation),
-                                    ("regret_proxy", m.capacity_regret_proxy)):
-                    fn = stats.get(attr, getattr(slot.learner, attr, None))
-                    if fn is None:
-                        continue
-                    try:
-                        v = float(fn() if callable(fn) else fn)
-                        if math.isfinite(v):  # never publish non-finite state (NaN before any example)
-                            gauge.labels(model=name).set(v)
-                    except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
-                        pass
-
-
-# ============================================================================ Faust glue
-def attach_learner(app, core: LearnerCore) -> None:
-    """Register the learner's agent, item follower, snapshot timer and rebalance hooks on ``app``."""
-    from stream.app import TopicFollower, read_latest
-
-    settings = core.settings
-    topics = app.prefstream_topics
-    inputs = app.topic(settings.topic_preferences, settings.topic_clicks, key_type=bytes, value_type=bytes,
-                       key_serializer="raw", value_serializer="raw", allow_empty=True)
-    ctl = {"snapshots": None, "lock": asyncio.Lock(), "paused": False, "tasks": set()}
-    items_follower = TopicFollower(settings, settings.topic_items, lambda *a: _on_item(*a), name="items")
-
-    def _on_item(key, value, partition, offset):
-        # bad records already in the topic at start were dead-lettered by an earlier run
-        core.items_live_from = items_follower.start_ends
-        dl = core.on_item(key, value, partition, offset)
-        if dl is not None:
-            asyncio.ensure_future(topics["dead_letters"].send(key=key, value=json.dumps(dl).encode()))
-
-    @app.on_partitions_revoked.connect
-    async def _revoked(sender, revoked, **kwargs):  # noqa: ARG001
-        # Let snapshots already built land *before* the partitions move: a snapshot delivered
-        # after the new owner's first one would roll its state back behind its committed offset.
-        # Until the new assignment, neither learn nor publish: another worker may already own
-        # these partitions, and buffered messages come back after Faust's seek anyway.
-        ctl["paused"] = True
-        pending = [t for t in ctl.get("tasks", ()) if not t.done()]
+    # ------------------------------------------------------------------ rebalance listener
+    async def on_partitions_revoked(self, revoked) -> None:
+        # Let snapshots already built land (and commit) *before* the partitions move: a snapshot
+        # delivered after the new owner's first one would roll its state back. Until the new
+        # assignment, neither learn nor publish.
+        self.paused = True
+        self.ready.clear()
+        self.generation += 1
+        pending = [t for t in self.tasks if not t.done()]
+        log.info("partitions revoked (%d snapshot deliveries in flight): %s", len(pending), sorted(map(str, revoked)))
         if pending:
             await asyncio.wait(pending, timeout=30)
-        for src in list(core.sources):
-            core.drop_source(src)
-        ctl["snapshots"] = None
+        for src in list(self.core.sources):
+            self.core.drop_source(src)
+        self.snapshots = None
 
-    @app.on_partitions_assigned.connect
-    async def _assigned(sender, assigned, **kwargs):  # noqa: ARG001
-        for src in list(core.sources):
-            core.drop_source(src)
-        ctl["snapshots"] = None
-        ctl["paused"] = False
+    async def on_partitions_assigned(self, assigned) -> None:
+        for src in list(self.core.sources):
+            self.core.drop_source(src)
+        self.snapshots = None
+        self.generation += 1
+        self.paused = False
+        log.info("partitions assigned: %s", sorted(map(str, assigned)))
+        # rebuild every assigned source now, before the first fetch (so that restoring is not
+        # counted in any event's arrival → learned latency); ``ensure`` is the lazy fallback
+        gen = self.generation
+        try:
+            for tp in assigned:
+                if gen != self.generation:
+                    return
+                await self.ensure(tp.topic, tp.partition, gen)
+        except SnapshotError as exc:  # a snapshot that cannot be loaded stops the worker
+            self.fatal = exc
+            self.stop.set()
+        except Exception:  # noqa: BLE001 - e.g. the model topic is slow: restore lazily instead
+            log.exception("restoring the assigned sources failed; restoring on first use")
+        finally:
+            if gen == self.generation:
+                self.ready.set()
 
-    async def ensure(tp, generation):
-        src = source_name(tp.topic, tp.partition)
-        st = core.sources.get(src)
+    # ------------------------------------------------------------------ sources
+    async def ensure(self, topic: str, partition: int, generation: int):
+        """The source state of a partition, rebuilt from the model topic on first use."""
+        from stream.app import read_latest
+
+        core = self.core
+        st = core.sources.get(source_name(topic, partition))
         if st is not None and st.generation == generation:
             return st
-        async with ctl["lock"]:
-            st = core.sources.get(src)
-            if st is not None and st.generation == generation:
-                return st
-            if ctl["snapshots"] is None:
-                names = tuple(f"{m}@".encode() for m in core.models)
-                ctl["snapshots"] = await read_latest(settings, settings.topic_models,
-                                                     keep=lambda k: k is not None and k.startswith(names))
-            snaps = {k.decode(): v for k, v in ctl["snapshots"].items() if v is not None}
-            return core.new_source(tp.topic, tp.partition, snaps, generation)
+        if self.snapshots is None:
+            names = tuple(f"{m}@".encode() for m in core.models)
+            snaps = await read_latest(self.settings, self.settings.topic_models,
+                                      keep=lambda k: k is not None and k.startswith(names))
+            if generation != self.generation:
+                return None
+            self.snapshots = {k.decode(): v for k, v in snaps.items() if v is not None}
+        return core.new_source(topic, partition, self.snapshots, generation)
 
-    def publish(st) -> None:
-        """Encode now (a consistent state), deliver and acknowledge in the background."""
-        if ctl["paused"] or not core.snapshot_due(st):
+    # ------------------------------------------------------------------ snapshots
+    def publish(self, st: SourceState) -> None:
+        """Encode now (a consistent state); deliver, then commit, in the background."""
+        core = self.core
+        if self.paused or core.sources.get(st.source) is not st or not core.snapshot_due(st):
             return
         try:
             records, acks, versions = core.build_snapshots(st)
@@ -539,81 +136,195 @@ def attach_learner(app, core: LearnerCore) -> None:
             st.force = False
             st.last_snapshot = core.clock()
             return
-        task = asyncio.ensure_future(deliver(st, records, acks, versions))
-        ctl["tasks"].add(task)
-        task.add_done_callback(ctl["tasks"].discard)
+        task = asyncio.ensure_future(self.deliver(st, records, acks, versions))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
-    async def deliver(st, records, acks, versions) -> None:
+    async def deliver(self, st: SourceState, records, acks, versions) -> None:
+        from aiokafka.structs import TopicPartition
+
+        core = self.core
         ok = False
         try:
-            futs = [await topics["models"].send(key=k, value=v) for k, v in records]
-            for f in futs:
-                await f
+            futs = [await self.producer.send(self.settings.topic_models, key=k, value=v) for k, v in records]
+            await asyncio.gather(*futs)
             ok = True
         except Exception:  # noqa: BLE001
             log.exception("publishing the snapshots of %s failed; retrying later", st.source)
         finally:
             if core.sources.get(st.source) is st:
                 core.snapshot_done(st, versions, ok)
-        if ok and core.sources.get(st.source) is st:
-            for tok in acks:
-                tok.ack()
+        if not ok or core.sources.get(st.source) is not st:
+            return
+        for tok in acks:
+            tok.ack()
+        covered = min((n for _, n in versions.values()), default=None)
+        if covered is None:
+            return
+        try:
+            await asyncio.wait_for(self.consumer.commit({TopicPartition(st.topic, st.partition): covered}), 15)
+        except Exception as exc:  # noqa: BLE001 - not committing is always safe (replay is skipped)
+            log.info("commit of %s@%d skipped: %r", st.source, covered, exc)
 
-    @app.on_before_shutdown.connect
-    async def _final_snapshots(sender, **kwargs):  # noqa: ARG001
-        """On SIGTERM: publish what was learned since the last snapshot (a restart then skips it)."""
-        for st in list(core.sources.values()):
+    async def final_snapshots(self) -> None:
+        """On shutdown: publish what was learned since the last snapshot (a restart then skips it)."""
+        for st in list(self.core.sources.values()):
             if st.since_snapshot > 0:
                 st.force = True
-                publish(st)
-        pending = [t for t in ctl.get("tasks", ()) if not t.done()]
+                self.publish(st)
+        pending = [t for t in self.tasks if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=30)
 
-    @app.agent(inputs, name="prefstream-learner")
-    async def learn(stream):
-        await items_follower.caught_up.wait()
-        async for event in stream.noack().events():
-            msg = event.message
-            gen = getattr(msg, "generation_id", None)
-            if ctl["paused"] or (gen is not None and gen != app.consumer_generation_id):
-                continue  # rebalancing, or stale (from before a rebalance): will be redelivered
-            st = await ensure(msg.tp, app.consumer_generation_id)
-            dls = core.process(st, msg.offset, msg.value, event)
-            for dl in dls:
-                await topics["dead_letters"].send(key=msg.key, value=json.dumps(dl).encode())
-            if core.snapshot_due(st):
-                publish(st)
+    # ------------------------------------------------------------------ the batch loop
+    async def fetch(self) -> tuple[int, dict]:
+        """One micro-batch: ``(generation, {tp: [(offset, value, None, arrived, key)]})``.
 
-    @app.timer(0.25)
-    async def tick():
-        for st in list(core.sources.values()):
-            publish(st)
-
-    @app.timer(1.0)
-    async def gauges():
-        core.update_gauges()
-        for rec in core.monitor.drain():
+        ``arrived`` is the ``perf_counter`` time at which ``getmany`` handed the message over.
+        """
+        s = self.settings
+        limit = int(s.batch_max_events)
+        window = float(s.batch_max_ms) / 1000.0
+        if not self.ready.is_set():  # records the client prefetched meanwhile wait in its buffer
             try:
-                await topics["drift"].send(key=rec["model"].encode(), value=json.dumps(rec).encode())
-            except Exception:  # noqa: BLE001 - the alarm is counted in prefstream_drift_total either way
-                log.exception("publishing a drift record of %s failed", rec["model"])
-        consumer = app.consumer
-        for st in list(core.sources.values()):
+                await asyncio.wait_for(self.ready.wait(), 0.2)
+            except asyncio.TimeoutError:
+                return self.generation, {}
+        gen = self.generation
+        out: dict = {}
+        n, deadline = 0, None
+        while n < limit and not self.stop.is_set():
+            now = time.perf_counter()
+            wait_ms = 200 if deadline is None else max(0, int((deadline - now) * 1000))
+            got = await self.consumer.getmany(timeout_ms=wait_ms, max_records=limit - n)
+            now = time.perf_counter()
+            for tp, msgs in got.items():
+                out.setdefault(tp, []).extend((m.offset, m.value, None, now, m.key) for m in msgs)
+                n += len(msgs)
+            if deadline is None:
+                if n == 0:
+                    break
+                deadline = now + window
+            if now >= deadline:
+                break
+        return gen, out
+
+    async def handle(self, gen: int, batch: dict) -> None:
+        core = self.core
+        for tp, recs in batch.items():
+            if self.paused or gen != self.generation:
+                return  # rebalanced meanwhile: the new owner (maybe us) re-reads from the commit
+            st = await self.ensure(tp.topic, tp.partition, gen)
+            if st is None or gen != self.generation:
+                return
+            keys = {r[0]: r[4] for r in recs}
+            dls = core.process_batch(st, [r[:4] for r in recs])
+            for dl in dls:  # delivered in the background (dead letters are at-least-once)
+                await self.producer.send(self.settings.topic_dead_letters, key=keys.get(dl["offset"]),
+                                         value=orjson.dumps(dl))
+            self.publish(st)
+
+    async def tick(self) -> None:
+        while not self.stop.is_set():
+            await asyncio.sleep(0.25)
+            for st in list(self.core.sources.values()):
+                self.publish(st)
+
+    async def gauges(self) -> None:
+        from aiokafka.structs import TopicPartition
+
+        core = self.core
+        while not self.stop.is_set():
+            await asyncio.sleep(1.0)
+            core.update_gauges()
+            for rec in core.monitor.drain():  # model-drift alarms (stream.monitor) go to the drift topic
+                try:
+                    await self.producer.send(self.settings.topic_drift, key=rec["model"].encode(),
+                                             value=orjson.dumps(rec))
+                except Exception:  # noqa: BLE001 - the alarm is counted in prefstream_drift_total either way
+                    log.exception("publishing a drift record of %s failed", rec["model"])
+            for st in list(core.sources.values()):
+                try:
+                    hw = self.consumer.highwater(TopicPartition(st.topic, st.partition))
+                except Exception:  # noqa: BLE001
+                    hw = None
+                if hw is not None:
+                    core.metrics.consumer_lag.labels(topic=st.topic, partition=str(st.partition)).set(
+                        max(hw - st.next_offset, 0))
+
+    async def run(self) -> int:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+        from aiokafka.abc import ConsumerRebalanceListener
+
+        from stream.app import TopicFollower, aiokafka_options, env_int
+
+        s, core = self.settings, self.core
+        loop = asyncio.get_running_loop()
+        core.loop = loop
+        for sig in (signal.SIGTERM, signal.SIGINT):
             try:
-                from faust.types import TP
+                loop.add_signal_handler(sig, self.stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+        opts = aiokafka_options(s)
+        opts["client_id"] = f"{s.client_id}-learner"
+        self.producer = AIOKafkaProducer(acks="all", linger_ms=5, max_request_size=int(s.max_snapshot_bytes) + 65_536,
+                                         **opts)
+        await self.producer.start()
 
-                hw = consumer.highwater(TP(st.topic, st.partition))
-            except Exception:  # noqa: BLE001
-                hw = None
-            if hw is not None:
-                core.metrics.consumer_lag.labels(topic=st.topic, partition=str(st.partition)).set(max(hw - st.next_offset, 0))
+        def on_item(key, value, partition, offset):
+            core.items_live_from = items.start_ends  # bad records there at start were dead-lettered before
+            dl = core.on_item(key, value, partition, offset)
+            if dl is not None:
+                task = asyncio.ensure_future(self.producer.send_and_wait(s.topic_dead_letters, key=key,
+                                                                         value=orjson.dumps(dl)))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
 
-    @app.task
-    async def follow_items():
-        ctl["items_task"] = asyncio.ensure_future(items_follower.run())
+        items = TopicFollower(s, s.topic_items, on_item, name="items")
+        items_task = asyncio.ensure_future(items.run())
+        while not items.caught_up.is_set() and not self.stop.is_set():
+            await asyncio.sleep(0.05)
+        session_ms = int(env_int("PREFSTREAM_BROKER_SESSION_TIMEOUT_S", 10) * 1000)
+        self.consumer = AIOKafkaConsumer(
+            group_id=s.consumer_group, enable_auto_commit=False, auto_offset_reset="earliest",
+            session_timeout_ms=session_ms, heartbeat_interval_ms=max(session_ms // 5, 500),
+            max_poll_records=int(s.batch_max_events), max_partition_fetch_bytes=max(1_048_576, 2 * int(s.max_message_bytes)),
+            **opts)
+        outer = self
 
-    app.prefstream_learner = core
+        class Listener(ConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked):
+                await outer.on_partitions_revoked(revoked)
+
+            async def on_partitions_assigned(self, assigned):
+                await outer.on_partitions_assigned(assigned)
+
+        self.consumer.subscribe([s.topic_preferences, s.topic_clicks], listener=Listener())
+        await self.consumer.start()
+        helpers = [asyncio.ensure_future(self.tick()), asyncio.ensure_future(self.gauges())]
+        # "Ready" is what scripts and tests wait for (as with the Faust workers)
+        print(f"[prefstream learner] Ready: group {s.consumer_group}, models {core.models}", file=sys.stderr, flush=True)
+        try:
+            while not self.stop.is_set():
+                gen, batch = await self.fetch()
+                if batch:
+                    await self.handle(gen, batch)
+            if not self.paused and self.fatal is None:
+                await self.final_snapshots()
+        finally:
+            for t in helpers:
+                t.cancel()
+            items.stop()
+            items_task.cancel()
+            pending = [t for t in self.tasks if not t.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=10)
+            await self.consumer.stop()
+            await self.producer.stop()
+        if self.fatal is not None:
+            raise self.fatal
+        return 0
 
 
 def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: str | None = None) -> int:
@@ -624,35 +335,33 @@ def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: 
     settings : Settings
     dedupe_window : int, default 4096
     loglevel : str, optional
-        Faust worker log level (defaults to ``settings.log_level``).
+        Log level (defaults to ``settings.log_level``).
 
     Returns
     -------
     int
         Process exit code.
     """
-    from stream.app import build_app
-    from stream.metrics import start_metrics_server
+    from stream.metrics import build_metrics, start_metrics_server
 
+    logging.basicConfig(level=str(loglevel or settings.log_level).upper(),
+                        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
     metrics = build_metrics()
     start_metrics_server(settings.port_for("learner"), metrics.registry)
-    app = build_app(settings, "learner")
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-refit")
-    core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor)
+    pool = None
+    if settings.refit_executor == "PROCESS":  # refits fit in a spawned process: they never hold the learner's GIL
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
 
-    @app.task
-    async def _bind_loop():
-        core.loop = asyncio.get_running_loop()
+        from learners.refit import refit_process_init
 
-    attach_learner(app, core)
-    return _run_worker(app, loglevel or settings.log_level)
-
-
-def _run_worker(app, loglevel: str) -> int:
-    """Run a Faust worker in this process (signal handling by Faust)."""
-    import faust
-
-    level = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error"}.get(str(loglevel).upper(), "info")
-    worker = faust.Worker(app, loglevel=level, quiet=True, redirect_stdouts=False)
-    worker.execute_from_commandline()
-    return 0
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=refit_process_init)
+    core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor, refit_pool=pool)
+    try:
+        return asyncio.run(LearnerLoop(core).run())
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)

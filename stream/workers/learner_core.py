@@ -1,0 +1,575 @@
+"""The learner worker's state machine (:class:`LearnerCore`): validate, learn, snapshot — no Kafka.
+
+Processing guarantee — idempotent learning keyed by offsets (no event lost, none learned twice
+after a SIGKILL; ``docs/workers.md`` has the argument in full):
+
+1. **State per source.** Each partition of each input topic (a *source*, ``"<topic>:<p>"``) has
+   its own learner per model. Its snapshot on the compacted model topic, key
+   ``"<model>@<topic>:<p>"``, records ``next_offset``: every message of the source below it is
+   in the state, none at or above it.
+2. **Acknowledge after publishing.** A message is acknowledged (its offset committed) only after
+   a snapshot whose ``next_offset`` exceeds it has been delivered (``acks=all``). So the
+   committed offset never passes the latest snapshot.
+3. **Restore and skip.** When partitions are assigned (start, restart, rebalance) every source
+   state is dropped and rebuilt from its latest snapshot; the consumer then resumes from the
+   committed offset (≤ ``next_offset``) and the core skips every message below ``next_offset``.
+
+A crash anywhere therefore replays exactly the messages after the last snapshot into the state
+of that snapshot. A bounded per-model window of the last ``dedupe_window`` event-id hashes
+(saved in the snapshot too) additionally drops re-sent copies of one event (producer retries,
+a replay run twice) that arrive at *different* offsets.
+
+Messages arrive in micro-batches (:meth:`LearnerCore.process_batch`): one decode-and-validate
+pass (:mod:`stream.ingest`), then per model one ``predict_proba_many`` (progressive validation on
+the pre-batch state) and one ``learn_many``. The Kafka loop around the core is
+:mod:`stream.workers.learner`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Any, Sequence
+
+from learners.exceptions import InvalidInputError, PrefstreamError, SnapshotError
+from stream import registry
+from stream.clicklog import ClickPairing, SessionExpander
+from stream.contract import (
+    DeadLetter,
+    ItemCatalog,
+    dead_letter_record,
+    decode_snapshot,
+    encode_snapshot,
+    parse_item,
+)
+from stream.ingest import learner_arrays, parse_batch
+from stream.metrics import Metrics, build_metrics
+from stream.monitor import Monitor
+from stream.workers._snapshot import (
+    attach_stream_meta,
+    digest_add,
+    event_hash,
+    snapshot_key,
+    split_stream_meta,
+)
+from stream.workers.sources import ModelSlot, SourceState
+
+__all__ = ["DEFAULT_DEDUPE_WINDOW", "LearnerCore", "ModelSlot", "SourceState", "observe_n"]
+
+log = logging.getLogger(__name__)
+
+#: Event-id hashes remembered per model and source (64-bit each, ≈ 32 KiB in a snapshot).
+DEFAULT_DEDUPE_WINDOW = 4096
+
+#: Events over which the progressive ROC AUC is computed exactly (river.metrics.RollingROCAUC).
+AUC_WINDOW = 10_000
+
+
+def observe_n(hist, value: float, n: int) -> None:
+    """``n`` observations of ``value`` in a prometheus-client histogram child, in O(1).
+
+    Uses the child's bucket counters directly (prometheus-client keeps ``_upper_bounds``,
+    ``_buckets`` and ``_sum``); falls back to ``n`` calls of ``observe`` if they are missing.
+    """
+    bounds = getattr(hist, "_upper_bounds", None)
+    buckets = getattr(hist, "_buckets", None)
+    total = getattr(hist, "_sum", None)
+    if bounds is None or buckets is None or total is None:
+        for _ in range(n):
+            hist.observe(value)
+        return
+    total.inc(value * n)
+    for i, bound in enumerate(bounds):
+        if value <= bound:
+            buckets[i].inc(n)
+            break
+
+
+class LearnerCore:
+    """The learner worker's state machine, independent of Faust and of the broker.
+
+    Parameters
+    ----------
+    settings : Settings
+        Uses ``models``, ``model_params``, topic names, ``snapshot_every_events``,
+        ``snapshot_every_seconds``, ``max_message_bytes``, ``max_snapshot_bytes``.
+    metrics : Metrics, optional
+        Fresh registry if omitted.
+    dedupe_window : int, default 4096
+        Event-id hashes remembered per model and source; 0 disables event-id dedupe.
+    loop, executor : optional
+        Where ``refit()`` runs; without a loop refits run inline (tests).
+    refit_pool : concurrent.futures.Executor, optional
+        A process pool: learners with the split refit protocol (``refit_begin`` /
+        ``refit_function`` / ``refit_finish``, e.g. the GPM) fit there, so that a refit never
+        holds the GIL that learning needs (measured in ``bench/results/learner_rates.md``).
+
+    Raises
+    ------
+    InvalidParameterError
+        If a configured model is not registered.
+    """
+
+    def __init__(self, settings, metrics: Metrics | None = None, dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
+                 loop: asyncio.AbstractEventLoop | None = None, executor=None, clock=time.monotonic,
+                 refit_pool=None) -> None:
+        from river import metrics as rm
+
+        self.settings = settings
+        self.metrics = metrics or build_metrics()
+        self.dedupe_window = int(dedupe_window)
+        self.loop = loop
+        self.executor = executor
+        self.refit_pool = refit_pool
+        self.clock = clock
+        self.models = list(settings.models)
+        self.specs = {m: registry.get_model(m) for m in self.models}
+        self.catalog = ItemCatalog()
+        self.click_expander = SessionExpander(ClickPairing.from_settings(settings))
+        self.sources: dict[str, SourceState] = {}
+        self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
+        # ROC AUC over the last AUC_WINDOW scored events, exact (rank-based): river's ROCAUC bins
+        # probabilities into 10 thresholds, which flattens margin models whose σ(g) stays near 0.5.
+        self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.RollingROCAUC(window_size=AUC_WINDOW)) for m in self.models}
+        # labelled children resolved once (``labels()`` costs ~10 µs per call)
+        self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
+        self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
+        for m in self.models:  # counters alerts read with increase(): a series from 0, not from the first event
+            self.metrics.refit_failures.labels(model=m)
+            self.metrics.drift.labels(model=m, kind="model")
+        self._m_consumed: dict[str, Any] = {}
+        #: model drift: ADWIN on the progressive log loss (stream.monitor)
+        self.monitor = Monitor.from_settings(settings, self.metrics)
+        #: per item-topic partition, the end offset when the worker started: bad item records
+        #: below it are counted but not dead-lettered again (an earlier run did that)
+        self.items_live_from: dict[int, int] = {}
+
+    # ------------------------------------------------------------------ sources
+    def new_source(self, topic: str, partition: int, snapshots: dict, generation: int = 0) -> SourceState:
+        """Create (or replace) the state of a source from its latest snapshots.
+
+        Parameters
+        ----------
+        topic, partition
+        snapshots : dict of str to bytes
+            Latest model-topic value per key (only keys ``"<model>@<topic>:<partition>"`` are used).
+        generation : int
+            Consumer-group generation the state belongs to.
+
+        Raises
+        ------
+        SnapshotError
+            If a snapshot exists but cannot be decoded or loaded: starting from scratch instead
+            would silently break the processing guarantee.
+        """
+        kind = self.kinds.get(topic)
+        if kind is None:
+            raise InvalidInputError(f"Topic {topic!r} is not an input topic of the learner ({sorted(self.kinds)}).")
+        st = SourceState(topic=topic, partition=int(partition), kind=kind, generation=generation,
+                         last_snapshot=self.clock())
+        src = st.source
+        fresh = []
+        for model in self.models:
+            raw = snapshots.get(snapshot_key(model, src))
+            if raw is None:
+                fresh.append(model)
+                continue
+            try:
+                snap = decode_snapshot(raw)
+                clean, info = split_stream_meta(snap["state"])
+                learner = self.specs[model].loader(clean)
+            except PrefstreamError as exc:
+                raise SnapshotError(f"Cannot restore {snapshot_key(model, src)} from the model topic: {exc}. "
+                                    "Delete the key (tombstone) to start this model afresh.") from exc
+            slot = ModelSlot(learner=learner, version=int(snap["version"]), count=int(snap["training_count"]),
+                             next_offset=int(snap["offsets"].get(src, info.get("next_offset", 0))),
+                             digest=int(info.get("digest", 0)), restored=True)
+            for h in info.get("window", [])[-self.dedupe_window:] if self.dedupe_window > 0 else []:
+                slot.remember(h, self.dedupe_window)
+            st.slots[model] = slot
+        start = max((s.next_offset for s in st.slots.values()), default=0)
+        for model in fresh:
+            st.slots[model] = ModelSlot(learner=self.specs[model].factory(self.settings, self.settings.params_for(model)),
+                                        next_offset=start)
+        st.next_offset = start
+        st.published_next = min(s.next_offset for s in st.slots.values())
+        self.sources[src] = st
+        self._set_versions()
+        log.info("source %s restored: %s", src, {m: (s.version, s.count, s.next_offset) for m, s in st.slots.items()})
+        return st
+
+    def drop_source(self, source: str) -> None:
+        """Forget a source (revoked partition); unacknowledged messages stay unacknowledged."""
+        self.sources.pop(source, None)
+
+    # ------------------------------------------------------------------ processing
+    def process(self, st: SourceState, offset: int, value: bytes | None, ack_token: Any = None) -> list[dict]:
+        """Validate and learn one input message of ``st`` (a batch of one, :meth:`process_batch`)."""
+        return self.process_batch(st, [(offset, value, ack_token, None)])
+
+    def process_batch(self, st: SourceState, records: Sequence[tuple]) -> list[dict]:
+        """Validate and learn a micro-batch of input messages of ``st``, in offset order.
+
+        Parameters
+        ----------
+        st : SourceState
+        records : sequence of ``(offset, value, ack_token, arrived)``
+            ``ack_token`` (or None) is acknowledged once a delivered snapshot covers the offset;
+            ``arrived`` is the ``time.perf_counter()`` at which the worker received the message
+            (None: the start of this call), for the arrival → learned latency histogram.
+
+        Returns
+        -------
+        list of dict
+            Dead-letter records to publish, one per bad message (none for skipped messages).
+
+        Notes
+        -----
+        Per model, the examples of the batch that the model has not learned yet (offset at or
+        above its ``next_offset``; event id not in its dedupe window nor earlier in the batch)
+        are turned into arrays (:func:`stream.ingest.learner_arrays`), scored with
+        ``predict_proba_many`` on the state *before* the batch (progressive validation: every
+        event is still predicted before it is learned, by a model at most one batch older than
+        in the one-by-one path), then learned with one ``learn_many`` call, and the refit
+        trigger is checked once. Offsets, counts, digest and dedupe window advance exactly as
+        in the one-by-one path, so a snapshot still covers exactly the messages below its
+        ``next_offset`` (docs/workers.md).
+        """
+        t_start = time.perf_counter()
+        consumed = self._m_consumed.get(st.topic)
+        if consumed is None:
+            consumed = self._m_consumed[st.topic] = self.metrics.events_consumed.labels(topic=st.topic)
+        consumed.inc(len(records))
+        for off, _v, tok, _a in records:
+            if tok is not None:
+                st.pending.append((int(off), tok))
+        floor = max(st.published_next, min(s.next_offset for s in st.slots.values()))
+        todo = [(int(off), v, t_start if a is None else a) for off, v, _t, a in records if int(off) >= floor]
+        if not todo:
+            return []
+        fresh_from = st.next_offset
+        first = todo[0][0]
+        if first > fresh_from and st.since_snapshot == 0 and any(s.restored for s in st.slots.values()):
+            log.warning("source %s: offset gap %d -> %d (retention or transactional markers?)", st.source,
+                        fresh_from, first)
+        parsed = parse_batch(st.kind, [v for _, v, _ in todo], self.catalog, self.settings.max_message_bytes,
+                             self.click_expander)
+        # flatten: examples with the index of their message
+        examples, owner = [], []
+        out: list[dict] = []
+        for j, res in enumerate(parsed):
+            if isinstance(res, DeadLetter):
+                if todo[j][0] >= fresh_from:
+                    out.append(self._dead_letter(todo[j][1], res.reason, res.detail, st, todo[j][0]))
+                continue
+            examples.extend(res)
+            owner.extend([j] * len(res))
+        hashes = [event_hash(ex.event_id) for ex in examples]
+        errors: dict[int, str] = {}
+        for name, slot in st.slots.items():
+            self._learn_batch(st, name, slot, todo, examples, owner, hashes, errors)
+        for j, detail in sorted(errors.items()):
+            if todo[j][0] >= fresh_from:
+                out.append(self._dead_letter(todo[j][1], "schema_violation", detail, st, todo[j][0]))
+        last = todo[-1][0]
+        for slot in st.slots.values():
+            slot.next_offset = max(slot.next_offset, last + 1)
+        n_fresh = sum(1 for off, _, _ in todo if off >= fresh_from)
+        if n_fresh:
+            st.next_offset = last + 1
+            st.since_snapshot += n_fresh
+        return out
+
+    def _learn_batch(self, st, name, slot, todo, examples, owner, hashes, errors) -> None:
+        """One model's share of :meth:`process_batch`."""
+        learner = slot.learner
+        live_from = slot.next_offset
+        pick, seen, dup = [], set(), 0
+        wset = slot.window_set
+        for i, ex in enumerate(examples):
+            if todo[owner[i]][0] < live_from:
+                continue
+            h = hashes[i]
+            if h in wset or h in seen:
+                dup += 1
+                continue
+            pick.append(i)
+            seen.add(h)
+        if dup:
+            self.metrics.duplicate_events.labels(topic=st.topic).inc(dup)
+        if not pick:
+            return
+        learned: list[int] = []
+        if not learner.feature_names:  # a model that takes its feature names from the first example
+            i = pick.pop(0)
+            if self._learn_rows(name, learner, [i], examples, owner, errors):
+                learned.append(i)
+            if not pick:
+                self._after_learning(st, name, slot, learned, todo, owner, hashes)
+                return
+        exs = [examples[i] for i in pick]
+        arr = learner_arrays(exs, learner.feature_names, getattr(learner, "context_names", None) or None, name)
+        for k, why in arr.rejected.items():
+            errors.setdefault(owner[pick[k]], f"model {name!r} rejected event {exs[k].event_id!r}: {why}")
+        rows = [pick[k] for k in arr.rows]
+        if rows:
+            self._score(name, learner, arr)
+            try:
+                learner.learn_many(arr.X_left, arr.X_right, arr.y, arr.context, arr.weight)
+                learned.extend(rows)
+            except Exception as exc:  # noqa: BLE001 - learn_many raises before changing state:
+                # learn the rows one by one so exactly the rejected messages are dead-lettered
+                log.debug("model %s: learn_many refused the batch (%s); learning row by row", name, exc)
+                learned.extend(i for i in rows if self._learn_rows(name, learner, [i], examples, owner, errors))
+        self._after_learning(st, name, slot, learned, todo, owner, hashes)
+
+    def _learn_rows(self, name, learner, idx, examples, owner, errors) -> bool:
+        ok = True
+        for i in idx:
+            ex = examples[i]
+            self._validate_progressively(name, learner, ex)
+            try:
+                learner.learn_one(ex.left, ex.right, ex.outcome, ex.context, ex.weight)
+            except Exception as exc:  # noqa: BLE001 - one event must not crash the worker
+                if not isinstance(exc, (InvalidInputError, ValueError, KeyError, TypeError)):
+                    log.exception("model %s failed on event %s", name, ex.event_id)
+                errors.setdefault(owner[i], f"model {name!r} rejected event {ex.event_id!r}: {type(exc).__name__}: {exc}")
+                ok = False
+        return ok
+
+    def _after_learning(self, st, name, slot, learned, todo, owner, hashes) -> None:
+        """Counts, digest, dedupe window, metrics and the refit trigger, once per batch."""
+        if not learned:
+            return
+        now = time.perf_counter()
+        size = self.dedupe_window
+        digest = slot.digest
+        for i in learned:
+            h = hashes[i]
+            digest = digest_add(digest, h)
+            slot.remember(h, size)
+        slot.digest = digest
+        slot.count += len(learned)
+        self._m_learned[name].inc(len(learned))
+        # arrival → learned latency of each learned event (events of one fetch share an arrival)
+        by_arrival: dict[float, int] = {}
+        for i in learned:
+            a = todo[owner[i]][2]
+            by_arrival[a] = by_arrival.get(a, 0) + 1
+        hist = self._m_latency[name]
+        for a, n in by_arrival.items():
+            observe_n(hist, now - a, n)
+        self._maybe_refit(st, name, slot)
+
+    def _dead_letter(self, value, reason: str, detail: str, st: SourceState, offset: int) -> dict:
+        self.metrics.dead_letters.labels(reason=reason).inc()
+        return dead_letter_record(value, reason, detail, st.topic, st.partition, offset)
+
+    def _score(self, name: str, learner, arr) -> None:
+        """Progressive validation of a batch: P(left) from the pre-batch state; ties are not scored."""
+        strict = arr.y != 0
+        if not strict.any():
+            return
+        try:
+            p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
+        except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
+            return
+        acc, ll, auc = self.progressive[name]
+        for yi, pi in zip((arr.y[strict] == 1).tolist(), p[strict].tolist()):
+            acc.update(yi, pi > 0.5)
+            ll.update(yi, pi)
+            auc.update(yi, pi)
+            self.monitor.observe_loss(name, yi, pi)
+
+    def _validate_progressively(self, name: str, learner, ex) -> None:
+        """Predict before learning (progressive validation); ties (outcome 0) are not scored."""
+        if ex.outcome == 0:
+            return
+        try:
+            p = float(learner.predict_proba_one(ex.left, ex.right, ex.context)[1])
+        except Exception:  # noqa: BLE001 - not fitted yet, or features it cannot score: learn_one decides
+            return
+        acc, ll, auc = self.progressive[name]
+        y = ex.outcome == 1
+        acc.update(y, p > 0.5)
+        ll.update(y, p)
+        auc.update(y, p)
+        self.monitor.observe_loss(name, y, p)
+
+    # ------------------------------------------------------------------ refits
+    def _maybe_refit(self, st: SourceState, name: str, slot: ModelSlot) -> None:
+        wants = getattr(slot.learner, "wants_refit", None)
+        if wants is None or slot.refit_running or not wants():
+            return
+        slot.refit_running = True
+        t0 = time.perf_counter()
+        if self.loop is None:
+            try:
+                res = slot.learner.refit()
+            except Exception as exc:  # noqa: BLE001 - a failed refit must not stop learning
+                self._refit_failed(name, exc, slot)
+            else:
+                self._refit_done(st, name, slot, t0, res)
+            return
+        learner = slot.learner
+        if self.refit_pool is not None and hasattr(learner, "refit_begin"):
+            # fit in another process (the GIL stays with learning); begin/finish in this thread
+            job = learner.refit_begin()
+            try:
+                fut = self.loop.run_in_executor(self.refit_pool, learner.refit_function, job)
+            except Exception as exc:  # noqa: BLE001 - e.g. a broken pool: learning goes on
+                learner.refit_abort()
+                self._refit_failed(name, exc, slot)
+                return
+
+            def finished(f):
+                if f.cancelled() or f.exception() is not None:
+                    learner.refit_abort()
+                    self._refit_failed(name, f.exception() if not f.cancelled() else "cancelled", slot)
+                    return
+                try:
+                    res = learner.refit_finish(job, f.result())
+                except Exception as exc:  # noqa: BLE001
+                    self._refit_failed(name, exc, slot)
+                else:
+                    self._refit_done(st, name, slot, t0, res)
+
+            fut.add_done_callback(finished)
+            return
+        fut = self.loop.run_in_executor(self.executor, slot.learner.refit)
+
+        def done(f):
+            if f.cancelled():
+                slot.refit_running = False
+            elif f.exception() is not None:
+                self._refit_failed(name, f.exception(), slot)
+            else:
+                self._refit_done(st, name, slot, t0, f.result())
+
+        fut.add_done_callback(done)
+
+    def _refit_failed(self, name, exc, slot) -> None:
+        slot.refit_running = False
+        self.metrics.refit_failures.labels(model=name).inc()
+        log.error("refit of %s failed: %r", name, exc)
+
+    def _refit_done(self, st, name, slot, t0, res) -> None:
+        slot.refit_running = False
+        res = res if isinstance(res, dict) else {}
+        m = self.metrics
+        m.refit_duration.labels(model=name).observe(float(res.get("duration_s", time.perf_counter() - t0)))
+        if res.get("n_train") is not None:
+            m.refit_training_size.labels(model=name).set(float(res["n_train"]))
+        if res.get("val_auc") is not None:
+            m.refit_validation_auc.labels(model=name).set(float(res["val_auc"]))
+        if self.sources.get(st.source) is st:
+            st.force = True  # publish the refitted model with the next snapshot round
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot_due(self, st: SourceState, now: float | None = None) -> bool:
+        """True when ``st`` has unsnapshotted work and the event count, the timer or a refit says so."""
+        if st.publishing:
+            return False
+        now = self.clock() if now is None else now
+        if st.force:
+            return True
+        if st.since_snapshot <= 0:
+            return False
+        return (st.since_snapshot >= self.settings.snapshot_every_events
+                or now - st.last_snapshot >= self.settings.snapshot_every_seconds)
+
+    def build_snapshots(self, st: SourceState) -> tuple[list[tuple[bytes, bytes]], list, dict]:
+        """Encode one snapshot per model of ``st`` and take the messages they cover.
+
+        Returns
+        -------
+        records : list of (key, value) bytes
+        acks : list
+            Ack tokens of messages below every snapshot's ``next_offset``; acknowledge them only
+            after all records are delivered.
+        versions : dict
+            ``{model: (version, next_offset)}`` to pass to :meth:`snapshot_done`.
+
+        Raises
+        ------
+        SnapshotError
+            If a model's state cannot be encoded (e.g. over ``max_snapshot_bytes``); nothing is
+            taken then, so nothing is acknowledged.
+        """
+        records, versions = [], {}
+        for name, slot in st.slots.items():
+            state = attach_stream_meta(slot.learner.state_dict(), source=st.source, digest=slot.digest,
+                                       window=slot.window)
+            value = encode_snapshot(name, slot.version + 1, slot.count, state, offsets={st.source: slot.next_offset},
+                                    max_bytes=self.settings.max_snapshot_bytes)
+            records.append((snapshot_key(name, st.source).encode(), value))
+            versions[name] = (slot.version + 1, slot.next_offset)
+        covered = min(n for _, n in versions.values()) if versions else st.next_offset
+        acks = [tok for off, tok in st.pending if off < covered]
+        st.pending = [(off, tok) for off, tok in st.pending if off >= covered]
+        st.since_snapshot = 0
+        st.force = False
+        st.last_snapshot = self.clock()
+        st.publishing = True
+        return records, acks, versions
+
+    def snapshot_done(self, st: SourceState, versions: dict, ok: bool) -> None:
+        """Record the outcome of publishing the records of :meth:`build_snapshots`."""
+        st.publishing = False
+        if not ok:
+            st.force = True
+            return
+        for name, (version, _) in versions.items():
+            slot = st.slots.get(name)
+            if slot is not None:
+                slot.version = max(slot.version, version)
+        self._set_versions()
+        if versions:
+            st.published_next = max(st.published_next, min(n for _, n in versions.values()))
+
+    def _set_versions(self) -> None:
+        """``prefstream_model_version{model}`` = Σ of the versions of this worker's sources
+        (the explainer reports the same sum over all sources, i.e. the merged model's version)."""
+        for name in self.models:
+            total = sum(st.slots[name].version for st in self.sources.values() if name in st.slots)
+            self.metrics.model_version.labels(model=name).set(total)
+
+    # ------------------------------------------------------------------ items
+    def on_item(self, key, value, partition: int, offset: int) -> dict | None:
+        """Apply one item-catalog record; a dead-letter record for a bad *live* record, else None."""
+        try:
+            self.catalog.upsert(parse_item(value, max_bytes=self.settings.max_message_bytes, key=key))
+        except DeadLetter as dl:
+            self.metrics.dead_letters.labels(reason=dl.reason).inc()
+            if offset >= self.items_live_from.get(partition, 0):
+                return dead_letter_record(value, dl.reason, dl.detail, self.settings.topic_items, partition, offset)
+        return None
+
+    # ------------------------------------------------------------------ gauges
+    def update_gauges(self) -> None:
+        """Push the progressive metrics to their gauges (cheap; call about once a second)."""
+        m = self.metrics
+        for name, (acc, ll, auc) in self.progressive.items():
+            m.progressive_accuracy.labels(model=name).set(acc.get())
+            m.progressive_log_loss.labels(model=name).set(ll.get())
+            m.progressive_roc_auc.labels(model=name).set(auc.get())
+        for st in self.sources.values():
+            for name, slot in st.slots.items():
+                try:  # the capacity learner reports its diagnostics as one dict (CapacityLearner.metrics)
+                    stats = dict(slot.learner.metrics()) if callable(getattr(slot.learner, "metrics", None)) else {}
+                except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
+                    stats = {}
+                for attr, gauge in (("nonzero_masses", m.capacity_nonzero_masses),
+                                    ("constraint_violation", m.capacity_constraint_violation),
+                                    ("regret_proxy", m.capacity_regret_proxy)):
+                    fn = stats.get(attr, getattr(slot.learner, attr, None))
+                    if fn is None:
+                        continue
+                    try:
+                        v = float(fn() if callable(fn) else fn)
+                        if math.isfinite(v):  # never publish non-finite state (NaN before any example)
+                            gauge.labels(model=name).set(v)
+                    except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
+                        pass
