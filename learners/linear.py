@@ -101,6 +101,10 @@ class LinearBT(PreferenceLearner):
     """
 
     model_name = "linear-bt"
+    #: :meth:`learn_many` delays AdaGrad gradients by up to ``max_delay − 1`` rows (a documented
+    #: mini-batch variant); with ``max_delay=1`` it is exactly the :meth:`learn_one` loop (tests/checks).
+    learn_many_matches_loop = False
+    exact_learn_many_params = {"max_delay": 1}
 
     def __init__(self, feature_names: Sequence[str] | None = None, learning_rate: float = 0.1, l2: float = 0.0,
                  scale: bool = True, indifference: str = "split", max_delay: int = 32) -> None:

@@ -57,7 +57,9 @@ def test_click_replay_with_ips_through_the_broker(stack):
 
     stack.send("items", [(it["item_id"], json.dumps(it).encode()) for it in items])
     port = free_port()
-    w = stack.start("learn", "--metrics-port", str(port), PREFSTREAM_CLICK_PAIRS="skipped_above",
+    # max_delay=1: the worker's micro-batched LinearBT.learn_many is then exactly the learn_one loop
+    w = stack.start("learn", "--metrics-port", str(port), "--param", "linear-bt.max_delay=1",
+                    PREFSTREAM_CLICK_PAIRS="skipped_above",
                     PREFSTREAM_CLICK_WEIGHTING="ips", PREFSTREAM_CLICK_ORIENTATION="hashed")
     stack.send("clicks", [(r["session_id"], json.dumps(r).encode()) for r in stream_recs])
 
