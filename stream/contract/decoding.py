@@ -1,0 +1,114 @@
+"""Bytes → JSON value and JSON numbers → finite floats (steps 1–5 and the number checks of step 7)."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from stream.contract.reasons import SCHEMA_VERSION, DeadLetter
+from stream.contract.schemas import _json_type
+
+_DEFAULT_MAX_BYTES = 1_048_576
+
+
+class _NonFiniteToken(ValueError):
+    pass
+
+
+def _reject_constant(token: str):
+    raise _NonFiniteToken(token)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _decode(raw: Any, max_bytes: int) -> Any:
+    """Bytes → JSON value, with the oversize / malformed / NaN-token checks (steps 1–3)."""
+    if raw is None:
+        raise DeadLetter("malformed_json", "The message value is null (a Kafka tombstone); expected a JSON object.")
+    if isinstance(raw, str):
+        size = len(raw.encode("utf-8", "surrogatepass")) if len(raw) * 4 > max_bytes else len(raw)
+        if size > max_bytes:
+            raise DeadLetter("oversize", f"The payload has {size} bytes; the limit is {max_bytes} (max_message_bytes).")
+        text = raw
+    else:
+        if isinstance(raw, memoryview):
+            raw = raw.tobytes()
+        if not isinstance(raw, (bytes, bytearray)):
+            raise DeadLetter("malformed_json", f"Expected the message value as bytes; got {type(raw).__name__}.")
+        if len(raw) > max_bytes:
+            raise DeadLetter("oversize", f"The payload has {len(raw)} bytes; the limit is {max_bytes} (max_message_bytes).")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DeadLetter("malformed_json", f"The payload is not UTF-8 text: {exc}.") from None
+    try:
+        return _DECODER.decode(text)
+    except _NonFiniteToken as exc:
+        raise DeadLetter("non_finite", f"The payload contains the non-standard JSON token {exc.args[0]}; "
+                                       "send finite numbers only (NaN and Infinity are not JSON).") from None
+    except (ValueError, RecursionError) as exc:
+        raise DeadLetter("malformed_json", f"The payload is not valid JSON: {exc}.") from None
+
+
+def _check_object_and_version(doc: Any, what: str) -> dict:
+    """Steps 4–5: a JSON object whose ``schema_version`` is 1."""
+    if not isinstance(doc, dict):
+        raise DeadLetter("not_an_object", f"A {what} must be a JSON object; got a JSON {_json_type(doc)}.")
+    if "schema_version" not in doc:
+        raise DeadLetter("missing_field", f"The {what} lacks 'schema_version'; add \"schema_version\": {SCHEMA_VERSION}.")
+    sv = doc["schema_version"]
+    if isinstance(sv, bool) or not isinstance(sv, (int, float)):
+        raise DeadLetter("wrong_type", f"'schema_version' must be an integer; got a JSON {_json_type(sv)} ({sv!r}).")
+    if sv != SCHEMA_VERSION:
+        raise DeadLetter("unknown_schema_version",
+                         f"schema_version {sv!r} is not supported; this build reads version {SCHEMA_VERSION}. "
+                         "Upgrade prefstream or produce version 1 messages.")
+    return doc
+
+
+# ------------------------------------------------------------------- conversions
+def _features(d: Mapping[str, Any], where: str) -> dict[str, float]:
+    """Numbers → finite floats (schema already checked the types)."""
+    out = {}
+    for k, v in d.items():
+        try:
+            f = float(v)
+        except OverflowError:
+            f = math.inf
+        if f - f != 0.0:  # nan or ±inf
+            raise DeadLetter("non_finite", f"{where}.{k} must be a finite number; got {v!r}.")
+        out[k] = f
+    return out
+
+
+def _timestamp(v: Any, where: str = "timestamp") -> float:
+    if isinstance(v, str):
+        try:
+            dt = datetime.fromisoformat(v)
+        except ValueError:
+            raise DeadLetter("schema_violation", f"'{where}' must be unix seconds or an ISO-8601 date-time "
+                                                 f"such as '2024-05-01T12:00:00Z'; got {v!r}.") from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise DeadLetter("non_finite", f"'{where}' must be a finite number of unix seconds; got {v!r}.")
+    return f
+
+
+def _weight(v: Any) -> float:
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise DeadLetter("non_finite", f"'weight' must be a finite number > 0; got {v!r}.")
+    return f
+
