@@ -31,7 +31,8 @@ the first failing one decides the reason:
    present ``outcome``), otherwise ``schema_violation`` (unknown field, empty string, weight ≤ 0,
    …); when several errors are present the first in that order wins;
 7. checks JSON Schema cannot express: ``non_finite`` (numbers that overflow to ±inf, such as
-   ``1e400``), ``schema_violation`` (left and right with different feature names, an
+   ``1e400``), ``out_of_range`` (finite numbers beyond :data:`MAX_ABS_VALUE` or a weight outside
+   :data:`WEIGHT_RANGE`; the detail names the field path), ``schema_violation`` (left and right with different feature names, an
    unparseable ISO timestamp, clicked items not among the shown ones, duplicate shown ids);
 8. ``unknown_item`` — an item referenced by id that the item catalog does not hold.
 
@@ -57,7 +58,7 @@ from __future__ import annotations
 from stream.contract.catalog import ItemCatalog, parse_item
 from stream.contract.clicks import parse_click_session
 from stream.contract.dead_letters import dead_letter_record
-from stream.contract.decoding import _DEFAULT_MAX_BYTES, _decode, _features  # noqa: F401
+from stream.contract.decoding import MAX_ABS_VALUE, WEIGHT_RANGE, _DEFAULT_MAX_BYTES, _decode, _features  # noqa: F401
 from stream.contract.explain import ExplainRequest, explanation_record_ok, parse_explain_request
 from stream.contract.preference import PreferenceExample, _fast_preference_ok, parse_preference  # noqa: F401
 from stream.contract.reasons import DEAD_LETTER_REASONS, SCHEMA_VERSION, DeadLetter
@@ -70,6 +71,8 @@ __all__ = [
     "SCHEMA_DIR",
     "SCHEMA_VERSION",
     "DeadLetter",
+    "MAX_ABS_VALUE",
+    "WEIGHT_RANGE",
     "ExplainRequest",
     "ItemCatalog",
     "PreferenceExample",

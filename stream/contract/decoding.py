@@ -12,6 +12,16 @@ from stream.contract.schemas import _json_type
 
 _DEFAULT_MAX_BYTES = 1_048_576
 
+#: Largest magnitude of a feature or context value. Below 2**53, so integer-valued features stay
+#: exact in float64; and the squared difference of two such values, (2e15)**2 = 4e30, summed over
+#: up to 10**6 features (4e36) still fits float32 (3.4e38), in which the explainers evaluate wide
+#: models. Larger values are dead-lettered as ``out_of_range`` (they are finite, but a learner's
+#: squares and sums of them overflow: 1e308 turned LinearBT's weights into NaN).
+MAX_ABS_VALUE = 1e15
+#: Range of an event weight: a weight is a count of how many events this one stands for; beyond
+#: 1e6 one event would swamp a model's running sums, below 1e-6 it is numerically zero.
+WEIGHT_RANGE = (1e-6, 1e6)
+
 
 class _NonFiniteToken(ValueError):
     pass
@@ -80,6 +90,10 @@ def _features(d: Mapping[str, Any], where: str) -> dict[str, float]:
             f = math.inf
         if f - f != 0.0:  # nan or ±inf
             raise DeadLetter("non_finite", f"{where}.{k} must be a finite number; got {v!r}.")
+        if not -MAX_ABS_VALUE <= f <= MAX_ABS_VALUE:
+            raise DeadLetter("out_of_range", f"{where}.{k} = {_short_num(v)} is out of range: feature and context "
+                                             f"values must lie in [-{MAX_ABS_VALUE:g}, {MAX_ABS_VALUE:g}] "
+                                             "(stream.contract.MAX_ABS_VALUE); rescale the feature.")
         out[k] = f
     return out
 
@@ -110,5 +124,14 @@ def _weight(v: Any) -> float:
         f = math.inf
     if not math.isfinite(f):
         raise DeadLetter("non_finite", f"'weight' must be a finite number > 0; got {v!r}.")
+    lo, hi = WEIGHT_RANGE
+    if not lo <= f <= hi:
+        raise DeadLetter("out_of_range", f"weight = {_short_num(v)} is out of range: weights must lie in "
+                                         f"[{lo:g}, {hi:g}] (stream.contract.WEIGHT_RANGE); rescale the weights.")
     return f
+
+
+def _short_num(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 40 else s[:20] + "…" + f"({len(s)} digits)"
 

@@ -17,6 +17,7 @@ DEAD_LETTER_REASONS = (
     "missing_field",
     "wrong_type",
     "non_finite",
+    "out_of_range",
     "unknown_item",
     "oversize",
     "invalid_outcome",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Mapping
 
+import numpy as np
+
 from learners.exceptions import SnapshotError
 from learners.state import dump_state, load_state
 from stream.contract.reasons import SCHEMA_VERSION
@@ -43,7 +45,8 @@ def encode_snapshot(model_name: str, version: int, training_count: int, state: d
     ------
     SnapshotError
         If the state cannot be encoded, the metadata violates the schema, or the encoded snapshot
-        is larger than ``max_bytes`` (say which limit to raise, or shrink the model).
+        is larger than ``max_bytes`` (say which limit to raise, or shrink the model), or a state
+        array holds NaN.
     """
     meta = {
         "schema_version": SCHEMA_VERSION,
@@ -58,6 +61,10 @@ def encode_snapshot(model_name: str, version: int, training_count: int, state: d
         raise SnapshotError(f"Invalid snapshot metadata: {_classify(errors)[1]}")
     if not isinstance(state, Mapping) or "meta" not in state or "arrays" not in state:
         raise SnapshotError("The state must be a state dict {'meta': {...}, 'arrays': {...}} from PreferenceLearner.state_dict().")
+    nan = _nan_array(state["arrays"])
+    if nan is not None:
+        raise SnapshotError(f"The {model_name!r} state array {nan!r} holds NaN; a non-finite model is never published "
+                            "(stream.guard refuses the update that causes it).")
     data = dump_state({"meta": {"__snapshot__": meta, "model": state["meta"]}, "arrays": state["arrays"]})
     if len(data) > max_bytes:
         raise SnapshotError(
@@ -80,7 +87,8 @@ def decode_snapshot(data: bytes) -> dict:
     ------
     SnapshotError
         If the bytes are not a prefstream snapshot, carry another schema version, or the metadata
-        violates ``model_snapshot.v1.json``.
+        violates ``model_snapshot.v1.json``, or a state array holds NaN (the message names the
+        array: the real cause, not a shape).
     """
     if data is None:
         raise SnapshotError("A model snapshot cannot be null (a tombstone on the model topic deletes the model).")
@@ -93,7 +101,21 @@ def decode_snapshot(data: bytes) -> dict:
     errors = list(validator("model_snapshot").iter_errors(snap))
     if errors:
         raise SnapshotError(f"Invalid snapshot metadata: {_classify(errors)[1]}")
+    nan = _nan_array(st["arrays"])
+    if nan is not None:
+        raise SnapshotError(f"The {snap.get('model_name')!r} snapshot (version {snap.get('version')}) holds NaN in "
+                            f"state array {nan!r}: the model was poisoned by a non-finite update before it was "
+                            "published. Delete the key (a tombstone) so the model starts afresh, and replay its events.")
     out = dict(snap)
     out["state"] = {"meta": st["meta"].get("model", {}), "arrays": st["arrays"]}
     return out
 
+
+
+def _nan_array(arrays: Mapping) -> str | None:
+    """Name of the first float array holding NaN (±inf may be legitimate, e.g. an empty min-max scaler)."""
+    for k, a in arrays.items():
+        a = np.asarray(a)
+        if a.dtype.kind in "fc" and np.isnan(a).any():
+            return k
+    return None

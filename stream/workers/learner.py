@@ -39,6 +39,7 @@ from typing import Any
 
 from learners.exceptions import InvalidInputError, PrefstreamError, SnapshotError
 from stream import registry
+from stream.guard import FiniteGuard
 from stream.contract import (
     DeadLetter,
     ItemCatalog,
@@ -83,6 +84,7 @@ class ModelSlot:
     window_set: set = field(default_factory=set)
     refit_running: bool = False
     restored: bool = False
+    guard: Any = None  # stream.guard.FiniteGuard, made on the first update
 
     def remember(self, h: int, size: int) -> None:
         if size <= 0:
@@ -156,6 +158,12 @@ class LearnerCore:
         self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.RollingROCAUC(window_size=AUC_WINDOW)) for m in self.models}
         # labelled children resolved once (``labels()`` costs ~10 µs per call)
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
+        self._m_relearned = {m: self.metrics.events_relearned.labels(model=m) for m in self.models}
+        #: per "<model>@<source>", the offset below which this process has learned every message
+        #: once already: learning below it again (after a restore) counts as re-learned
+        self._learned_below: dict[str, int] = {}
+        #: per model, examples learned / dead-lettered / dropped as duplicates (prefstream run's summary)
+        self.tally = {m: {"learned": 0, "dead_letters": 0, "duplicates": 0} for m in self.models}
         self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
         self._m_consumed: dict[str, Any] = {}
         #: per item-topic partition, the end offset when the worker started: bad item records
@@ -256,26 +264,42 @@ class LearnerCore:
             examples = []
             if fresh:
                 out.append(self._dead_letter(value, dl.reason, dl.detail, st, offset))
+                for name, _ in live:
+                    self.tally[name]["dead_letters"] += 1
         learn_error = None
+        learn_reason = "schema_violation"
         dup = 0
         for ex in examples:
             h = event_hash(ex.event_id)
             for name, slot in live:
                 if h in slot.window_set:
                     dup += 1
+                    self.tally[name]["duplicates"] += 1
                     continue
                 self._validate_progressively(name, slot.learner, ex)
                 t0 = time.perf_counter()
                 try:
-                    slot.learner.learn_one(ex.left, ex.right, ex.outcome, ex.context, ex.weight)
+                    if slot.guard is None:
+                        slot.guard = FiniteGuard(slot.learner, self.specs[name].loader)
+                    slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context,
+                                                        ex.weight)
                 except Exception as exc:  # noqa: BLE001 - one event must not crash the agent
                     # (a crash would let the next snapshot's offsets cover this event unlearned)
+                    slot.learner = getattr(exc, "learner", slot.learner)  # the guard's restored state
                     if not isinstance(exc, (InvalidInputError, ValueError, KeyError, TypeError)):
                         log.exception("model %s failed on event %s", name, ex.event_id)
-                    learn_error = learn_error or f"model {name!r} rejected event {ex.event_id!r}: {type(exc).__name__}: {exc}"
+                    if learn_error is None:
+                        learn_reason = getattr(exc, "reason", "schema_violation")
+                        learn_error = f"model {name!r} rejected event {ex.event_id!r}: {type(exc).__name__}: {exc}"
+                    self.tally[name]["dead_letters"] += 1
                     continue
                 self._m_latency[name].observe(time.perf_counter() - t0)
-                self._m_learned[name].inc()
+                key = f"{name}@{st.source}"
+                if offset >= self._learned_below.get(key, 0):
+                    self._m_learned[name].inc()
+                else:
+                    self._m_relearned[name].inc()
+                self.tally[name]["learned"] += 1
                 slot.count += 1
                 slot.digest = digest_add(slot.digest, h)
                 slot.remember(h, self.dedupe_window)
@@ -283,9 +307,12 @@ class LearnerCore:
         if dup:
             m.duplicate_events.labels(topic=st.topic).inc(dup)
         if learn_error is not None and fresh:
-            out.append(self._dead_letter(value, "schema_violation", learn_error, st, offset))
-        for _, slot in live:
+            out.append(self._dead_letter(value, learn_reason, learn_error, st, offset))
+        for name, slot in live:
             slot.next_offset = offset + 1
+            key = f"{name}@{st.source}"
+            if offset >= self._learned_below.get(key, 0):
+                self._learned_below[key] = offset + 1
         if fresh:
             st.next_offset = offset + 1
             st.since_snapshot += 1
@@ -342,6 +369,8 @@ class LearnerCore:
 
     def _refit_done(self, st, name, slot, t0, res) -> None:
         slot.refit_running = False
+        if slot.guard is not None:
+            slot.guard.mark(slot.learner)  # the refitted model is the state to fall back on
         res = res if isinstance(res, dict) else {}
         m = self.metrics
         m.refit_duration.labels(model=name).observe(float(res.get("duration_s", time.perf_counter() - t0)))
