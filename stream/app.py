@@ -128,6 +128,7 @@ def build_app(settings, role: str, app_id: str | None = None):
         broker_commit_every=1000,
         producer_max_request_size=int(settings.max_snapshot_bytes) + 65_536,
         producer_acks=-1,
+        producer_compression_type=None if settings.compression_type == "none" else settings.compression_type,
         key_serializer="raw",
         value_serializer="raw",
         logging_config=None,

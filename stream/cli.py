@@ -237,17 +237,19 @@ def replay_cmd(
     config: Optional[str] = ConfigOpt,
     bootstrap: Optional[str] = BootstrapOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
+    max_request_bytes: Optional[int] = typer.Option(None, "--max-request-bytes",
+                                                    help="Largest producer request (setting max_request_bytes)."),
     set_: Optional[List[str]] = SetOpt,
 ):
-    """Send FILE as contract records; print sent, skipped and failed counts."""
+    """Send FILE as contract records; print sent, skipped and failed counts, and one line per failure reason."""
     from stream.replay import replay
 
-    s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
+    s = _settings(config, {"bootstrap_servers": bootstrap, "max_request_bytes": max_request_bytes, **_parse_sets(set_)})
     dest = topic or {"preference": s.topic_preferences, "click": s.topic_clicks, "item": s.topic_items}.get(kind)
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
         raise typer.Exit(2)
-    opts = s.kafka_client_options()
+    opts = {**s.kafka_client_options(), **s.producer_options()}
     opts.pop("bootstrap_servers", None)
     try:
         res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts)
@@ -255,6 +257,8 @@ def replay_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"sent={res.sent} skipped={res.skipped} failed={res.failed}")
+    for line in res.failure_summary():
+        typer.echo(line, err=True)
     if res.failed:
         raise typer.Exit(1)
 
