@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -113,5 +114,74 @@ def test_both_workers_read_every_compression_codec_of_the_java_producer(kafka_bo
         for p in s.procs:
             assert p.poll() is None, f"a worker died:\n{s.log_text()}"
         assert "UnsupportedCodecError" not in s.log_text()
+    finally:
+        s.close()
+
+
+# ----------------------------------------------------------------------------- oversize output
+def test_fit_explanation_drops_heavy_extra_fields_first_and_flags_them():
+    from explainers._result import Explanation
+    from stream.contract import explanation_record_ok
+    from stream.publish import fit_explanation
+
+    e = Explanation(values=np.array([[0.5, -0.25, 0.125]]), base_values=np.array([0.1]), data=np.array([[1.0, 2.0, 3.0]]),
+                    feature_names=["a", "b", "c"], method="linear-shapley",
+                    extra={"note": "x" * 3000, "tiny": 1, "mid": list(range(100))})
+    rec = e.to_records(instance_ids=["q1"])[0]
+    full = json.dumps(rec, separators=(",", ":")).encode()
+    assert fit_explanation(rec, len(full)) == full  # fits: untouched
+    v = json.loads(fit_explanation(rec, len(full) - 100))
+    assert v["truncated"] == ["extra.note"] and v["extra"] == {"tiny": 1, "mid": list(range(100))}
+    assert v["values"] == rec["values"] and v["data"] == rec["data"]
+    explanation_record_ok(v)  # still a valid explanation.v1 record
+    v = json.loads(fit_explanation(rec, 330))
+    assert v["truncated"] == ["extra.note", "extra.mid"] and v["extra"] == {"tiny": 1} and v["data"] == rec["data"]
+    bare = dict(rec, extra={}, data=None, truncated=["extra.note", "extra.mid", "extra.tiny", "data"])
+    n = len(json.dumps(bare, separators=(",", ":")))
+    for limit in range(n, len(full), 97):  # every limit the bare record fits: a valid record within it
+        got = fit_explanation(rec, limit)
+        assert len(got) <= limit and json.loads(got)["values"] == rec["values"]
+        explanation_record_ok(json.loads(got))
+    assert fit_explanation(rec, 200) is None  # even the bare record (234 bytes) does not fit
+
+
+def test_an_explanation_over_the_topic_limit_is_dead_lettered_and_counted_not_lost(kafka_bootstrap, kafka_options,
+                                                                                  tmp_path, unique_topic):
+    """Finding 2: 300 features, explanations topic max.message.bytes = 4096."""
+    from tests.test_workers_kafka import Stack, free_port, metric_value, scrape
+
+    s = Stack(kafka_bootstrap, kafka_options, tmp_path, partitions=1)
+    try:
+        s.topics["explanations"] = unique_topic("explanations-small", config={"max.message.bytes": "4096"})
+        rng = np.random.default_rng(20)
+        names = [f"f{j:03d}" for j in range(300)]
+        events = []
+        for i in range(40):
+            xl, xr = rng.normal(size=300), rng.normal(size=300)
+            events.append((f"w{i}", json.dumps({
+                "schema_version": 1, "event_id": f"w{i}", "timestamp": 1700000000 + i, "outcome": 1 if xl[0] > xr[0] else -1,
+                "left": {"features": dict(zip(names, map(float, xl)))},
+                "right": {"features": dict(zip(names, map(float, xr)))}}).encode()))
+        s.send("preferences", events)
+        s.start("learn")
+        s.wait(lambda: s.totals()[0] >= 40 or None, 120, "40 learned events")
+        port = free_port()
+        s.start("explain", "--metrics-port", str(port), PREFSTREAM_EXPLAIN_SAMPLE_RATE="1.0")
+
+        def oversize():  # every explained event (sampling may drop a few under backlog) is a dead letter
+            try:
+                skipped = metric_value(scrape(port), "prefstream_explanations_skipped_total", reason="oversize")
+            except OSError:
+                return None
+            dls = [json.loads(v) for _, v in s.read("dead_letters")]
+            dls = [d for d in dls if d["reason"] == "oversize"]
+            return dls if skipped >= 30 and len(dls) == skipped else None
+
+        dls = s.wait(oversize, 200, "oversize dead letters for the explained events")
+        assert {d["source_topic"] for d in dls} == {s.topics["explanations"]}
+        assert all("even without its optional fields" in d["detail"] for d in dls)
+        assert all(d["payload_truncated"] and d["payload_size"] > 4096 for d in dls)
+        assert s.read("explanations") == []
+        assert metric_value(scrape(port), "prefstream_explanations_total") == 0  # counted on delivery only
     finally:
         s.close()

@@ -54,6 +54,7 @@ from stream.broker.topics import (  # noqa: F401
     TopicSpec,
     create_topics,
     describe_topic_configs,
+    topic_max_message_bytes,
 )
 
 __all__ = [
@@ -75,5 +76,6 @@ __all__ = [
     "local_bootstrap",
     "start_broker",
     "stop_broker",
+    "topic_max_message_bytes",
     "wait_for_broker",
 ]

@@ -10,7 +10,8 @@ from learners.exceptions import InvalidParameterError
 from stream.broker.lifecycle import BrokerError
 from stream.broker.options import _client_options
 
-__all__ = ["MODEL_SNAPSHOT_MAX_BYTES", "TOPICS", "TopicSpec", "create_topics", "describe_topic_configs"]
+__all__ = ["MODEL_SNAPSHOT_MAX_BYTES", "TOPICS", "TopicSpec", "create_topics", "describe_topic_configs",
+           "topic_max_message_bytes"]
 
 #: Largest model snapshot the model topic accepts, in bytes (8 MiB).
 MODEL_SNAPSHOT_MAX_BYTES = 8_388_608
@@ -229,3 +230,30 @@ def describe_topic_configs(
             if v.get("config_source") == "DYNAMIC_TOPIC_CONFIG"
         }
     return out
+
+
+def topic_max_message_bytes(
+    topic: str,
+    bootstrap: str | None = None,
+    client_options: Mapping[str, Any] | None = None,
+) -> int | None:
+    """The effective ``max.message.bytes`` of ``topic`` (its own setting or the broker default).
+
+    Returns
+    -------
+    int or None
+        Bytes, or ``None`` when the broker does not report it (e.g. the topic does not exist).
+    """
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    opts = {**_client_options(bootstrap, client_options), "client_id": "prefstream-admin"}
+    admin = KafkaAdminClient(**opts)
+    try:
+        answer = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    finally:
+        admin.close()
+    entry = (answer.get("topic", {}).get(topic) or {}).get("max.message.bytes")
+    try:
+        return int(entry["value"]) if entry and entry.get("value") is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -29,7 +29,6 @@ without a broker) and publishes what the core returns.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import deque
@@ -489,8 +488,15 @@ def attach_learner(app, core: LearnerCore) -> None:
     """Register the learner's agent, item follower, snapshot timer and rebalance hooks on ``app``."""
     from stream.app import TopicFollower, read_latest
 
+    from stream.publish import OutputLimits, fit_dead_letter
+
     settings = core.settings
     topics = app.prefstream_topics
+    limits = OutputLimits(settings)
+
+    def dead_letter_bytes(dl: dict, key) -> bytes:  # cut the payload until it fits the dead-letter topic
+        return fit_dead_letter(dl, limits.value_limit(settings.topic_dead_letters, key))
+
     inputs = app.topic(settings.topic_preferences, settings.topic_clicks, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw", allow_empty=True)
     ctl = {"snapshots": None, "lock": asyncio.Lock(), "paused": False, "tasks": set()}
@@ -501,7 +507,7 @@ def attach_learner(app, core: LearnerCore) -> None:
         core.items_live_from = items_follower.start_ends
         dl = core.on_item(key, value, partition, offset)
         if dl is not None:
-            asyncio.ensure_future(topics["dead_letters"].send(key=key, value=json.dumps(dl).encode()))
+            asyncio.ensure_future(topics["dead_letters"].send(key=key, value=dead_letter_bytes(dl, key)))
 
     @app.on_partitions_revoked.connect
     async def _revoked(sender, revoked, **kwargs):  # noqa: ARG001
@@ -593,7 +599,7 @@ def attach_learner(app, core: LearnerCore) -> None:
             st = await ensure(msg.tp, app.consumer_generation_id)
             dls = core.process(st, msg.offset, msg.value, event)
             for dl in dls:
-                await topics["dead_letters"].send(key=msg.key, value=json.dumps(dl).encode())
+                await topics["dead_letters"].send(key=msg.key, value=dead_letter_bytes(dl, msg.key))
             if core.snapshot_due(st):
                 publish(st)
 
