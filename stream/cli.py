@@ -105,7 +105,7 @@ def broker_start(timeout: float = typer.Option(120.0, help="Seconds to wait for 
     try:
         typer.echo(start_broker(timeout=timeout))
     except PrefstreamError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {_one_line(exc)}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -127,7 +127,11 @@ def broker_status_cmd():
     """Print the local broker's status as JSON; exit 1 if it is not running."""
     from stream.broker import broker_status
 
-    st = broker_status()
+    try:
+        st = broker_status()
+    except PrefstreamError as exc:
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(json.dumps(st, indent=2, default=str))
     if not st.get("running", False):
         raise typer.Exit(1)
@@ -380,13 +384,30 @@ def report_cmd(
     typer.echo(str(path))
 
 
+def _one_line(exc: BaseException) -> str:
+    """The first line of an error message (scripts' output and log tails stay out of the terminal)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``prefstream`` console script."""
+    """Entry point of the ``prefstream`` console script.
+
+    Expected user errors (every :class:`~learners.exceptions.PrefstreamError` a command did not
+    handle itself, a missing file, an interrupted run) end as one ``error: …`` line on stderr and
+    exit status 1, never as a traceback.
+    """
     try:
         app(args=argv, prog_name="prefstream", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except (PrefstreamError, FileNotFoundError, PermissionError, ConnectionError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

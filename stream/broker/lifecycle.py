@@ -15,7 +15,12 @@ from stream.broker.options import _client_options, local_bootstrap
 __all__ = ["BrokerError", "broker_status", "start_broker", "stop_broker", "wait_for_broker"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-KAFKA_DEPLOY_DIR = REPO_ROOT / "deploy" / "kafka"
+#: The broker's scripts and Maven project: ``deploy/kafka`` of a checkout, or the copy an installed
+#: wheel carries as package data (``stream/_deploy/kafka``; in a checkout ``stream/_deploy`` links
+#: to ``deploy``).
+KAFKA_DEPLOY_DIR = next((d for d in (REPO_ROOT / "deploy" / "kafka",
+                                     Path(__file__).resolve().parents[1] / "_deploy" / "kafka")
+                         if (d / "start.sh").is_file()), REPO_ROOT / "deploy" / "kafka")
 
 
 class BrokerError(PrefstreamError, RuntimeError):
@@ -26,8 +31,8 @@ def _script(name: str) -> Path:
     path = KAFKA_DEPLOY_DIR / name
     if not path.is_file():
         raise BrokerError(
-            f"{path} not found: the local broker scripts ship with the source tree, not with an "
-            "installed wheel. Run from a prefstream checkout (pip install -e .) or point "
+            f"{path} not found: this installation lacks the local broker's scripts (deploy/kafka). "
+            "Reinstall prefstream from a wheel built with them, run from a checkout, or point "
             "PREFSTREAM_BOOTSTRAP at an existing cluster."
         )
     return path
