@@ -204,13 +204,16 @@ class ExplainerCore:
             if d.get("context") is not None:
                 ev["context"] = d["context"]
             ex = parse_preference(json.dumps(ev).encode(), self.catalog, max_bytes=self.settings.max_message_bytes)
-        except (ValueError, KeyError, TypeError, DeadLetter) as exc:
+            params = d.get("params") or {}
+            if not isinstance(params, dict):
+                raise TypeError(f"'params' must be a JSON object; got {type(params).__name__}")
+        except (ValueError, KeyError, TypeError, RecursionError, DeadLetter) as exc:
             self.metrics.explanations_skipped.labels(reason="invalid_request").inc()
             log.warning("invalid explain request: %s", exc)
             return None
         models = [d["model"]] if d.get("model") else None
         methods = [d["method"]] if d.get("method") else None
-        return ExplainJob([ex], models=models, methods=methods, origin="request", params=dict(d.get("params") or {}))
+        return ExplainJob([ex], models=models, methods=methods, origin="request", params=dict(params))
 
     def on_item(self, key, value, partition, offset) -> None:  # noqa: ARG002
         try:
