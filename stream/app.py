@@ -102,6 +102,9 @@ def build_app(settings, role: str, app_id: str | None = None):
     """
     import faust
 
+    from stream.codecs import require_codecs
+
+    require_codecs()  # refuse to start rather than crash on the first compressed batch
     if role not in ROLES:
         raise InvalidParameterError(f"The 'role' parameter of build_app must be one of {ROLES}. Got {role!r} instead.")
     gid = app_id or (settings.consumer_group if role == "learner" else f"{settings.consumer_group}-explainer")

@@ -212,3 +212,17 @@ def test_prefstream_run_summary_adds_up(tmp_path):
         assert summ[f"learned[{m}]"] + summ[f"dead_letters[{m}]"] + summ[f"duplicates[{m}]"] == summ["records"]
     reasons = [json.loads(x)["reason"] for x in (tmp_path / "out.dead-letters.jsonl").read_text().splitlines()]
     assert reasons == ["missing_field", "out_of_range", "out_of_range"]
+
+
+# ----------------------------------------------------------------------------- codecs
+def test_every_codec_decodes_and_a_worker_refuses_to_start_without_one(monkeypatch):
+    import aiokafka.codec
+
+    from stream.app import build_app
+    from stream.codecs import CodecMissing, missing_codecs
+
+    assert missing_codecs() == []  # requirements.txt pins them all
+    monkeypatch.setattr(aiokafka.codec, "has_zstd", lambda: False)
+    assert missing_codecs() == [("aiokafka", "zstd", "cramjam")]
+    with pytest.raises(CodecMissing, match=r"zstd \(aiokafka\): install cramjam"):
+        build_app(settings(), "learner")
