@@ -22,6 +22,7 @@ ORDER = [
     ("sharp", "ShaRP vs xai-sharp (paper 001)", "bench/sharp_vs_xai_sharp.py"),
     ("distributional", "Distributional values: closed form vs Monte Carlo (paper 003)", "bench/distributional.py"),
     ("mainjob", "The main job on the Pokémon stream", "bench/mainjob.py"),
+    ("soak", "Soak: 10^6 events through a learner worker, RSS and exactness", "bench/soak.py"),
 ]
 
 

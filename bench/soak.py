@@ -30,7 +30,6 @@ also writes ``DIR/soak.txt`` (the RSS samples and the last line).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import socket
@@ -215,7 +214,7 @@ def main(argv=None) -> int:
             lost, duplicated = max(lost, 1), max(duplicated, 1)
     growth = 100.0 * (rss_end - rss_start) / rss_start if rss_start == rss_start and rss_end == rss_end else float("nan")
     secs = samples[-1][0] if samples else float("nan")
-    print(f"per model (training count, digest ok): "
+    print("per model (training count, digest ok): "
           + ", ".join(f"{m}=({per_model.get(m, (0, 0))[0]}, {per_model.get(m, (0, 0))[1] == expected})" for m in models))
     last = (f"events={learned_min} rss_start_mb={rss_start:.1f} rss_end_mb={rss_end:.1f} rss_growth_pct={growth:.2f} "
             f"lost={lost} duplicated={duplicated} target={N} resent_copies={sent - N} seconds={secs:.0f} "

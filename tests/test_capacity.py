@@ -543,8 +543,8 @@ def test_learn_many_fast_path_equals_learn_one_loop_with_indifferences_and_weigh
     a, b = CapacityRDA(names, delta=0.002, gamma=20.0), CapacityRDA(names, delta=0.002, gamma=20.0)
     for x, y, l, wi in zip(dicts(X, names), dicts(Y, names), lab, w):
         a.learn_one(x, y, int(l), weight=float(wi))
-    b.learn_many(X[:40], Y[:40], lab[:40], weights=w[:40])
-    b.learn_many(X[40:], Y[40:], lab[40:], weights=w[40:])
+    b.learn_many(X[:40], Y[:40], lab[:40], weight=w[:40])
+    b.learn_many(X[40:], Y[40:], lab[40:], weight=w[40:])
     np.testing.assert_allclose(b.mobius, a.mobius, atol=1e-13)
     np.testing.assert_allclose(b.gradient_sum, a.gradient_sum, atol=1e-13)
     assert b.n_seen == pytest.approx(w.sum()) and b.version == a.version
