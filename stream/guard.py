@@ -82,7 +82,7 @@ def _profile(state: dict) -> dict[str, int]:
 def _meta_defect(v: Any, path: str, depth: int = 0) -> str | None:
     if isinstance(v, float):
         return None if math.isfinite(v) else f"meta {path} = {v!r}"
-    if depth > 8:
+    if depth > 4:
         return None
     if isinstance(v, dict):
         for k, x in v.items():
@@ -90,11 +90,21 @@ def _meta_defect(v: Any, path: str, depth: int = 0) -> str | None:
             if d:
                 return d
     elif isinstance(v, (list, tuple)):
-        for i, x in enumerate(v[:10_000]):
+        for i, x in enumerate(v[:256]):
             d = _meta_defect(x, f"{path}[{i}]", depth + 1)
             if d:
                 return d
     return None
+
+
+def _defect(profile: dict[str, int], meta: Any, reference: dict[str, int] | None) -> str | None:
+    for k, n in profile.items():
+        if n < 0:
+            return f"array {k!r} holds NaN"
+        allowed = 0 if reference is None else max(reference.get(k, 0), 0)
+        if n > allowed:
+            return f"array {k!r} has {n} infinite entries (had {allowed})"
+    return _meta_defect(meta, "")
 
 
 def state_defect(state: dict, reference: dict[str, int] | None = None) -> str | None:
@@ -113,13 +123,7 @@ def state_defect(state: dict, reference: dict[str, int] | None = None) -> str | 
     str or None
         E.g. ``"array 'w' holds NaN"``.
     """
-    for k, n in _profile(state).items():
-        if n < 0:
-            return f"array {k!r} holds NaN"
-        allowed = 0 if reference is None else max(reference.get(k, 0), 0)
-        if n > allowed:
-            return f"array {k!r} has {n} infinite entries (had {allowed})"
-    return _meta_defect(state.get("meta", {}), "")
+    return _defect(_profile(state), state.get("meta", {}), reference)
 
 
 @dataclass
@@ -188,11 +192,12 @@ class FiniteGuard:
             exc.learner = self.restore()  # type: ignore[attr-defined]
             raise
         state = learner.state_dict()
-        defect = state_defect(state, self._profile)
+        profile = _profile(state)
+        defect = _defect(profile, state.get("meta", {}), self._profile)
         if defect is not None:
             raise NonFiniteUpdate(f"the update would make the model state non-finite ({defect}); "
                                   "the event was refused and the state kept", self.restore())
-        self._state, self._profile = state, _profile(state)
+        self._state, self._profile = state, profile
         return learner
 
     def learn_batch(self, learner: Any, examples: Sequence[Any], learn_all: Callable[[Any, Sequence[Any]], None],
