@@ -28,6 +28,7 @@ ORDER = [
     ("explain_wide", "Every explanation method at catalog width (d = 4, 10, 26)", "bench/explain_wide.py"),
     ("explanation_drift", "Explanation drift alarms on a Pokémon stream whose preference changes", "bench/explanation_drift.py"),
     ("explanation_drift_workers", "Explanation drift through the real workers and the broker", "bench/explanation_drift.py --workers"),
+    ("soak", "Soak: 10^6 events through a learner worker, RSS and exactness", "bench/soak.py"),
 ]
 
 

@@ -423,8 +423,11 @@ class LinearBT(PreferenceLearner):
                 m._init(list(names))
                 for k in ("w", "G", "sq"):
                     a = np.asarray(arrays[k], dtype=np.float64)
-                    if a.shape != (len(names),) or not np.isfinite(a).all():
+                    if a.shape != (len(names),):
                         raise SnapshotError(f"LinearBT state array {k!r} has shape {a.shape}; expected ({len(names)},).")
+                    if not np.isfinite(a).all():
+                        raise SnapshotError(f"LinearBT state array {k!r} holds {int((~np.isfinite(a)).sum())} "
+                                            "non-finite values (NaN or inf); the state was poisoned before it was saved.")
                     setattr(m, f"_{k}", a.copy())
             m._n = int(meta["n_learned"])
             m._sw = float(meta["scaler_weight"])

@@ -102,6 +102,9 @@ def build_app(settings, role: str, app_id: str | None = None):
     """
     import faust
 
+    from stream.codecs import require_codecs
+
+    require_codecs()  # refuse to start rather than crash on the first compressed batch
     if role not in ROLES:
         raise InvalidParameterError(f"The 'role' parameter of build_app must be one of {ROLES}. Got {role!r} instead.")
     gid = app_id or (settings.consumer_group if role == "learner" else f"{settings.consumer_group}-explainer")
@@ -128,6 +131,7 @@ def build_app(settings, role: str, app_id: str | None = None):
         broker_commit_every=1000,
         producer_max_request_size=int(settings.max_snapshot_bytes) + 65_536,
         producer_acks=-1,
+        producer_compression_type=None if settings.compression_type == "none" else settings.compression_type,
         key_serializer="raw",
         value_serializer="raw",
         logging_config=None,

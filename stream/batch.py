@@ -36,6 +36,10 @@ class BatchResult:
     records: int = 0
     learned: dict = field(default_factory=dict)
     dead_letters: int = 0
+    duplicates: int = 0
+    #: per model {"learned", "dead_letters", "duplicates"}: records = their sum for every model
+    #: (preference input; a click session counts its pairs)
+    tally: dict = field(default_factory=dict)
     explanations: dict = field(default_factory=dict)
     latency_ms: dict = field(default_factory=dict)
     snapshots: dict = field(default_factory=dict)
@@ -46,10 +50,14 @@ class BatchResult:
 
     def summary(self) -> dict:
         """JSON-able summary for :func:`stream.report.write_report`."""
-        out: dict[str, Any] = {"records": self.records, "dead_letters": self.dead_letters, "seconds": round(self.seconds, 2),
-                               "refits": self.refits, "explanations": sum(self.explanations.values())}
+        out: dict[str, Any] = {"records": self.records, "dead_letters": self.dead_letters, "duplicates": self.duplicates,
+                               "seconds": round(self.seconds, 2), "refits": self.refits,
+                               "explanations": sum(self.explanations.values())}
         for m, n in self.learned.items():
             out[f"learned[{m}]"] = n
+        for m, t in self.tally.items():
+            out[f"dead_letters[{m}]"] = t["dead_letters"]
+            out[f"duplicates[{m}]"] = t["duplicates"]
         for m, v in self.final.items():
             for k, x in v.items():
                 out[f"{k}[{m}]"] = x
@@ -193,6 +201,8 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         if st.since_snapshot > 0 or st.force:
             publish()
     snapshot_progress(res.records)
+    res.tally = {m: dict(t) for m, t in learner.tally.items()}
+    res.duplicates = max((t["duplicates"] for t in res.tally.values()), default=0)
     for name, slot in st.slots.items():
         res.learned[name] = slot.count
         acc, ll, auc = learner.progressive[name]

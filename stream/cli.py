@@ -118,7 +118,7 @@ def broker_start(timeout: float = typer.Option(120.0, help="Seconds to wait for 
     try:
         typer.echo(start_broker(timeout=timeout))
     except PrefstreamError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {_one_line(exc)}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -140,7 +140,11 @@ def broker_status_cmd():
     """Print the local broker's status as JSON; exit 1 if it is not running."""
     from stream.broker import broker_status
 
-    st = broker_status()
+    try:
+        st = broker_status()
+    except PrefstreamError as exc:
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(json.dumps(st, indent=2, default=str))
     if not st.get("running", False):
         raise typer.Exit(1)
@@ -250,17 +254,19 @@ def replay_cmd(
     config: Optional[str] = ConfigOpt,
     bootstrap: Optional[str] = BootstrapOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
+    max_request_bytes: Optional[int] = typer.Option(None, "--max-request-bytes",
+                                                    help="Largest producer request (setting max_request_bytes)."),
     set_: Optional[List[str]] = SetOpt,
 ):
-    """Send FILE as contract records; print sent, skipped and failed counts."""
+    """Send FILE as contract records; print sent, skipped and failed counts, and one line per failure reason."""
     from stream.replay import replay
 
-    s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
+    s = _settings(config, {"bootstrap_servers": bootstrap, "max_request_bytes": max_request_bytes, **_parse_sets(set_)})
     dest = topic or {"preference": s.topic_preferences, "click": s.topic_clicks, "item": s.topic_items}.get(kind)
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
         raise typer.Exit(2)
-    opts = s.kafka_client_options()
+    opts = {**s.kafka_client_options(), **s.producer_options()}
     opts.pop("bootstrap_servers", None)
     try:
         res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts)
@@ -268,6 +274,8 @@ def replay_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"sent={res.sent} skipped={res.skipped} failed={res.failed}")
+    for line in res.failure_summary():
+        typer.echo(line, err=True)
     if res.failed:
         raise typer.Exit(1)
 
@@ -391,11 +399,20 @@ def report_cmd(
     typer.echo(str(path))
 
 
+def _one_line(exc: BaseException) -> str:
+    """The first line of an error message (scripts' output and log tails stay out of the terminal)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``prefstream`` console script (and of ``python -m stream``).
 
     Registers the built-in models and explainers (:func:`stream.models.register_all`) before
-    running the command, so every worker, the demo's included, sees the same registry.
+    running the command, so every worker, the demo's included, sees the same registry. Expected
+    user errors (every :class:`~learners.exceptions.PrefstreamError` a command did not handle
+    itself, a missing file, an interrupted run) end as one ``error: …`` line on stderr and a
+    non-zero exit status, never as a traceback.
 
     Examples
     --------
@@ -407,13 +424,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         register_all()
     except PrefstreamError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     try:
         app(args=argv, prog_name="prefstream", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except (PrefstreamError, FileNotFoundError, PermissionError, ConnectionError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -9,7 +9,8 @@ metrics. Workers never create metrics elsewhere, so this module is the complete 
 name                                             type       labels                meaning
 ===============================================  =========  ====================  =====================================
 ``prefstream_events_consumed_total``             counter    topic                 input messages read (valid or not)
-``prefstream_events_learned_total``              counter    model                 examples folded into a model
+``prefstream_events_learned_total``              counter    model                 examples folded into a model (once each)
+``prefstream_events_relearned_total``            counter    model                 examples learned again after a restore
 ``prefstream_dead_letters_total``                counter    reason                messages sent to the dead-letter topic
 ``prefstream_duplicate_events_total``            counter    topic                 examples skipped by the event_id window
 ``prefstream_learn_latency_seconds``             histogram  model                 an event's arrival → learned (µs–s buckets)
@@ -94,6 +95,7 @@ REFIT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800
 METRIC_TYPES = {
     "prefstream_events_consumed_total": "counter",
     "prefstream_events_learned_total": "counter",
+    "prefstream_events_relearned_total": "counter",
     "prefstream_dead_letters_total": "counter",
     "prefstream_duplicate_events_total": "counter",
     "prefstream_learn_latency_seconds": "histogram",
@@ -130,6 +132,7 @@ class Metrics:
     registry: CollectorRegistry
     events_consumed: Counter
     events_learned: Counter
+    events_relearned: Counter
     dead_letters: Counter
     duplicate_events: Counter
     learn_latency: Histogram
@@ -194,7 +197,10 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
     return Metrics(
         registry=reg,
         events_consumed=c("events_consumed", "Input messages consumed, valid or not.", ["topic"]),
-        events_learned=c("events_learned", "Preference examples folded into a model.", ["model"]),
+        events_learned=c("events_learned", "Preference examples folded into a model (each counted once per "
+                         "process, also across restores).", ["model"]),
+        events_relearned=c("events_relearned", "Examples learned again after a restore from a snapshot "
+                           "(rebalance, restart, or a batch re-learned event by event).", ["model"]),
         dead_letters=c("dead_letters", "Messages sent to the dead-letter topic, by machine-readable reason.", ["reason"]),
         duplicate_events=c("duplicate_events", "Examples skipped because their event_id was seen in the dedupe window.",
                            ["topic"]),

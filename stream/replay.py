@@ -63,6 +63,11 @@ _KINDS = ("preference", "click", "item")
 _KEY_FIELD = {"preference": "event_id", "click": "session_id", "item": "item_id"}
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _MAX_REPORTED = 1000
+_FAILURE_HINTS = {
+    "MessageSizeTooLargeError": " (raise --max-request-bytes / PREFSTREAM_MAX_REQUEST_BYTES, and the topic's "
+                                "max.message.bytes if the broker refuses it)",
+    "KafkaTimeoutError": " (the broker did not acknowledge in time: is it reachable and the topic there?)",
+}
 
 
 class BrokerUnavailable(PrefstreamError, ConnectionError):
@@ -87,6 +92,9 @@ class ReplayResult:
         ``(line number, reason)`` of the first 1000 skipped lines (line 1 is the CSV header).
     errors : list of str
         The first 1000 producer error messages.
+    failure_reasons : dict of str to [int, str]
+        Per failure reason (the producer error's class), ``[count, first message]``: every failed
+        record is in exactly one reason, so the counts add up to ``failed``.
     """
 
     sent: int = 0
@@ -95,6 +103,14 @@ class ReplayResult:
     seconds: float = 0.0
     skipped_lines: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    failure_reasons: dict = field(default_factory=dict)
+
+    def failure_summary(self) -> list[str]:
+        """One line per failure reason: ``"failed=<n> reason=<Error>: <first message><hint>"``."""
+        out = []
+        for reason, (n, msg) in sorted(self.failure_reasons.items(), key=lambda kv: -kv[1][0]):
+            out.append(f"failed={n} reason={reason}: {msg}{_FAILURE_HINTS.get(reason, '')}")
+        return out
 
     @property
     def events_per_s(self) -> float:
@@ -373,7 +389,8 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
         Show a tqdm progress bar on stderr and report the first ``max_report`` skipped lines.
     client_options : dict, optional
         Extra ``KafkaProducer`` keyword arguments (security options from
-        :meth:`stream.settings.Settings.kafka_client_options`, ``max_request_size``, …); they
+        :meth:`stream.settings.Settings.kafka_client_options`, and ``max_request_size`` /
+        ``compression_type`` from :meth:`~stream.settings.Settings.producer_options`); they
         override the defaults ``acks="all"``, ``linger_ms=20``, ``batch_size=262144``.
     max_report : int, default 20
         Skipped lines printed to stderr when ``progress`` is true.
@@ -424,6 +441,8 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
             res.failed += 1
             if len(res.errors) < _MAX_REPORTED:
                 res.errors.append(f"{type(exc).__name__}: {exc}")
+            slot = res.failure_reasons.setdefault(type(exc).__name__, [0, " ".join(str(exc).split())[:300]])
+            slot[0] += 1
 
     bar = None
     if progress:

@@ -172,6 +172,15 @@ class Settings:
                                        "the IPS propensity of clicks without one.", "opt_str")
     click_orientation: str = _f("clicked_left", "Pair sides: clicked_left (outcome +1) or hashed (side by a hash of "
                                 "the pair id, outcome ±1, so progressive AUC sees both classes).", "str")
+    max_request_bytes: int = _f(1_048_576, "Largest request a producer of replay sends (kafka-python "
+                                "max_request_size); a larger record fails with MessageSizeTooLargeError.", "int",
+                                lo=1024)
+    compression_type: str = _f("none", "Compression of what replay and the workers produce: none, gzip, snappy, "
+                               "lz4 or zstd (consumers read every codec whatever this says).", "choice",
+                               choices=("none", "gzip", "snappy", "lz4", "zstd"))
+    max_output_bytes: int | None = _f(None, "Largest explanation / dead-letter record the workers publish; None = "
+                                      "the topic's max.message.bytes read from the broker (1 MiB if unknown).",
+                                      "opt_int", lo=1024)
     data_dir: str = _f(None, "Directory of the bundled data sets (PREFSTREAM_DATA_DIR).", "str",
                        factory=default_data_dir)
     state_dir: str = _f(None, "Local worker state (Faust data dir).", "str", factory=_default_state_dir)
@@ -268,6 +277,11 @@ class Settings:
         if self.ssl_cafile is not None:
             opts["ssl_cafile"] = self.ssl_cafile
         return opts
+
+    def producer_options(self) -> dict[str, Any]:
+        """Producer-only kafka-python keywords: ``max_request_size`` and ``compression_type`` (None = none)."""
+        return {"max_request_size": self.max_request_bytes,
+                "compression_type": None if self.compression_type == "none" else self.compression_type}
 
     def faust_broker_url(self) -> str:
         """``"kafka://h1:p1;kafka://h2:p2"`` for ``faust.App(broker=...)``."""
@@ -374,9 +388,10 @@ def _coerce(f, v: Any, src: str) -> Any:
             raise bad("a non-empty string")
         return v
     if kind in ("choice", "opt_choice"):
-        if not isinstance(v, str) or v.upper() not in m["choices"]:
+        hit = [c for c in m["choices"] if isinstance(v, str) and c.upper() == v.upper()]
+        if not hit:
             raise bad(f"one of {m['choices']}")
-        return v.upper()
+        return hit[0]  # the canonical spelling (PLAINTEXT, INFO, lz4)
     rng = ""
     if m["lo"] is not None or m["hi"] is not None:
         lo_txt = "-inf" if m["lo"] is None else m["lo"]

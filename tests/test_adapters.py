@@ -19,8 +19,8 @@ def _finite_events(ds, n=50):
     return evs
 
 
-def test_pokemon_counts_and_types():
-    ds = load_dataset("pokemon")
+def test_pokemon_counts_and_types(data_dir):
+    ds = load_dataset("pokemon", data_dir=data_dir)
     assert ds.n_items == 800 and len(ds) == 50_000
     assert len(set(ds.left) | set(ds.right)) == 784          # SOURCE.txt: 784 distinct Pokémon appear
     assert abs((ds.outcome == 1).mean() - 0.472) < 0.001      # first wins 47.2 %
@@ -30,19 +30,19 @@ def test_pokemon_counts_and_types():
     _finite_events(ds)
 
 
-def test_chameleons_and_flatlizards():
-    ch = load_dataset("chameleons")
+def test_chameleons_and_flatlizards(data_dir):
+    ch = load_dataset("chameleons", data_dir=data_dir)
     assert (ch.n_items, len(ch)) == (35, 106)
-    fl = load_dataset("flatlizards")
+    fl = load_dataset("flatlizards", data_dir=data_dir)
     assert (fl.n_items, len(fl)) == (77, 100)
     assert np.isfinite(fl.item_features).all()                # NAs (throat/badge PCs, testosterone) imputed
     # contests are recorded winner-first; the adapter randomises sides with a fixed seed
     assert 0.3 < (ch.outcome == 1).mean() < 0.7
-    assert np.array_equal(load_dataset("chameleons").left, ch.left)
+    assert np.array_equal(load_dataset("chameleons", data_dir=data_dir).left, ch.left)
 
 
-def test_tennis_context_and_order():
-    ds = load_dataset("tennis")
+def test_tennis_context_and_order(data_dir):
+    ds = load_dataset("tennis", data_dir=data_dir)
     assert len(ds) == 14_498 and ds.n_items == 809
     assert ds.context.shape == (14_498, 10)
     assert np.all(ds.context[:, :4].sum(axis=1) == 1)          # one surface per match
@@ -52,8 +52,8 @@ def test_tennis_context_and_order():
     assert set(ev["context"]) == set(ds.context_names)
 
 
-def test_cems_drops_missing_comparisons():
-    ds = load_dataset("cems")
+def test_cems_drops_missing_comparisons(data_dir):
+    ds = load_dataset("cems", data_dir=data_dir)
     assert len(ds) == 4545 - 91                               # 91 NA comparisons in SOURCE's table
     assert set(np.unique(ds.outcome)) == {-1, 0, 1}            # ties kept as indifference
     assert ds.context.shape[1] == 8
@@ -77,14 +77,14 @@ def test_open_bandit_sessions():
     assert {"session_id", "shown", "clicked", "context"} <= set(rec)
 
 
-def test_mcda_sets_and_mpg_direction():
-    X, rank, crit, meta = load_mcda("mpg")
+def test_mcda_sets_and_mpg_direction(data_dir):
+    X, rank, crit, meta = load_mcda("mpg", data_dir)
     assert X.shape == (392, 7) and X.min() >= 0 and X.max() <= 1
     # after flipping c1-c4 the share of dominance-comparable pairs violating monotonicity is ~0.1 %
     dom = (X[:, None, :] >= X[None, :, :]).all(-1) & (X[:, None, :] != X[None, :, :]).any(-1)
     viol = dom & (rank[:, None] > rank[None, :])
     assert viol.sum() / dom.sum() < 0.005
-    ds = load_dataset("mcda-esl")
+    ds = load_dataset("mcda-esl", data_dir=data_dir)
     assert 0.45 < (ds.outcome == 1).mean() < 0.55
 
 
@@ -96,13 +96,13 @@ def test_errors_are_clear(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["train", "chameleons", "tennis", "cems", "mcda-esl", "pokemon"])
-def test_events_pass_the_contract(name):
+def test_events_pass_the_contract(name, request):
     """Clean data produce no dead letters: every event parses under the contract."""
     import json
 
     from stream.contract import parse_preference
 
-    ds = load_dataset(name)
+    ds = load_dataset(name, data_dir=None if name == "train" else request.getfixturevalue("data_dir"))
     n = min(len(ds), 3000)
     for ev in ds.to_events(stop=n):
         ex = parse_preference(json.dumps(ev).encode())

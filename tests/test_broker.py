@@ -78,11 +78,17 @@ def test_standard_topics_table():
 def test_broker_module_doctests(monkeypatch):
     import doctest
 
-    import stream.broker
+    import stream.broker.lifecycle
+    import stream.broker.options
+    import stream.broker.topics
 
     monkeypatch.delenv("PREFSTREAM_KAFKA_PORT", raising=False)
-    result = doctest.testmod(stream.broker, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 2 and result.failed == 0
+    attempted = 0
+    for mod in (stream.broker.options, stream.broker.lifecycle, stream.broker.topics):
+        result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, mod.__name__
+        attempted += result.attempted
+    assert attempted >= 2
 
 
 def test_client_options_from_env_mapping(tmp_path):

@@ -144,12 +144,12 @@ def test_gpm_merge_is_the_weighted_ensemble():
         assert np.allclose(got, parts[1][0].model.decision_function(A, B))
 
 
-def test_wide_data_group_one_hot_features_into_players():
+def test_wide_data_group_one_hot_features_into_players(data_dir):
     """Pokémon's 18 type indicators are one player; a grouped value function sees whole groups."""
     from stream import models
     from stream.adapters import load_dataset
 
-    names = load_dataset("pokemon").feature_names
+    names = load_dataset("pokemon", data_dir=data_dir).feature_names
     assert models.feature_groups(names) == {"type": [n for n in names if n.startswith("type_")]}
     assert models.feature_groups(["price", "time", "change", "comfort"]) == {}
     players, member = models._players(names)

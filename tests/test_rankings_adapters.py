@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.conftest import data_root, needs_data
 
 from learners.exceptions import InvalidInputError, InvalidParameterError
 from stream.adapters.rankings import (
@@ -19,8 +20,8 @@ from stream.adapters.rankings import (
     make_synthetic,
 )
 
-DATA = Path(os.environ.get("PREFSTREAM_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
-needs = lambda sub: pytest.mark.skipif(not (DATA / sub).is_dir(), reason=f"{sub} not in {DATA}")
+DATA = data_root()
+needs = needs_data
 
 
 @needs("the_2020")

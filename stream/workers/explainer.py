@@ -269,8 +269,7 @@ class ExplainerCore:
                 rec.setdefault("extra", {})
                 if isinstance(rec["extra"], dict):
                     rec["extra"].setdefault("origin", job.origin)
-                records.append(rec)
-                self.metrics.explanations.labels(method=e.method).inc()
+                records.append(rec)  # prefstream_explanations_total counts on delivery (stream.publish)
         self.monitor.observe(records)
         return records
 
@@ -280,8 +279,11 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
     """Register the explainer's agents, followers and queue drainer on ``app``."""
     from stream.app import TopicFollower
 
+    from stream.publish import OutputLimits, send_explanation
+
     settings = core.settings
     topics = app.prefstream_topics
+    limits = OutputLimits(settings)
     models_follower = TopicFollower(settings, settings.topic_models, lambda k, v, p, o: core.on_snapshot(k, v), "models")
     items_follower = TopicFollower(settings, settings.topic_items, core.on_item, "items")
 
@@ -340,8 +342,8 @@ def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
                 if not plan:
                     continue
                 records = await loop.run_in_executor(executor, core.explain, job, plan)
-                for rec in records:
-                    await topics["explanations"].send(key=rec["request_id"].encode(), value=json.dumps(rec).encode())
+                for rec in records:  # fitted to the topic or dead-lettered as oversize, counted on delivery
+                    await send_explanation(topics["explanations"], rec, core.metrics, limits, topics["dead_letters"])
                 for rec in core.monitor.drain():
                     await topics["drift"].send(key=rec["model"].encode(), value=json.dumps(rec).encode())
             except Exception:  # noqa: BLE001 - the drain loop must survive any one job

@@ -62,6 +62,7 @@ class LearnerLoop:
         self.stop = asyncio.Event()
         self.consumer = None
         self.producer = None
+        self.limits = None  # stream.publish.OutputLimits, made in run()
         self.fatal: Exception | None = None
         self.ready = asyncio.Event()  # set once the assigned sources are restored
 
@@ -209,6 +210,12 @@ class LearnerLoop:
                 break
         return gen, out
 
+    def dead_letter_bytes(self, dl: dict, key) -> bytes:
+        """A dead-letter record cut until it fits the dead-letter topic (stream.publish)."""
+        from stream.publish import fit_dead_letter
+
+        return fit_dead_letter(dl, self.limits.value_limit(self.settings.topic_dead_letters, key))
+
     async def handle(self, gen: int, batch: dict) -> None:
         core = self.core
         for tp, recs in batch.items():
@@ -220,8 +227,8 @@ class LearnerLoop:
             keys = {r[0]: r[4] for r in recs}
             dls = core.process_batch(st, [r[:4] for r in recs])
             for dl in dls:  # delivered in the background (dead letters are at-least-once)
-                await self.producer.send(self.settings.topic_dead_letters, key=keys.get(dl["offset"]),
-                                         value=orjson.dumps(dl))
+                key = keys.get(dl["offset"])
+                await self.producer.send(self.settings.topic_dead_letters, key=key, value=self.dead_letter_bytes(dl, key))
             self.publish(st)
 
     async def tick(self) -> None:
@@ -266,9 +273,15 @@ class LearnerLoop:
                 loop.add_signal_handler(sig, self.stop.set)
             except (NotImplementedError, RuntimeError):
                 pass
+        from stream.codecs import require_codecs
+        from stream.publish import OutputLimits
+
+        require_codecs()  # refuse to start (one line) rather than crash on the first compressed batch
+        self.limits = OutputLimits(s)
         opts = aiokafka_options(s)
         opts["client_id"] = f"{s.client_id}-learner"
         self.producer = AIOKafkaProducer(acks="all", linger_ms=5, max_request_size=int(s.max_snapshot_bytes) + 65_536,
+                                         compression_type=None if s.compression_type == "none" else s.compression_type,
                                          **opts)
         await self.producer.start()
 
@@ -277,7 +290,7 @@ class LearnerLoop:
             dl = core.on_item(key, value, partition, offset)
             if dl is not None:
                 task = asyncio.ensure_future(self.producer.send_and_wait(s.topic_dead_letters, key=key,
-                                                                         value=orjson.dumps(dl)))
+                                                                         value=self.dead_letter_bytes(dl, key)))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
 

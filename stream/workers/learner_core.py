@@ -36,6 +36,7 @@ from typing import Any, Sequence
 from learners.exceptions import InvalidInputError, PrefstreamError, SnapshotError
 from stream import registry
 from stream.clicklog import ClickPairing, SessionExpander
+from stream.guard import FiniteGuard
 from stream.contract import (
     DeadLetter,
     ItemCatalog,
@@ -135,6 +136,12 @@ class LearnerCore:
         self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.RollingROCAUC(window_size=AUC_WINDOW)) for m in self.models}
         # labelled children resolved once (``labels()`` costs ~10 µs per call)
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
+        self._m_relearned = {m: self.metrics.events_relearned.labels(model=m) for m in self.models}
+        #: per "<model>@<source>", the offset below which this process has learned every message
+        #: once already: learning below it again (after a restore) counts as re-learned
+        self._learned_below: dict[str, int] = {}
+        #: per model, examples learned / dead-lettered / dropped as duplicates (prefstream run's summary)
+        self.tally = {m: {"learned": 0, "dead_letters": 0, "duplicates": 0} for m in self.models}
         self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
         for m in self.models:  # counters alerts read with increase(): a series from 0, not from the first event
             self.metrics.refit_failures.labels(model=m)
@@ -267,15 +274,22 @@ class LearnerCore:
             examples.extend(res)
             owner.extend([j] * len(res))
         hashes = [event_hash(ex.event_id) for ex in examples]
-        errors: dict[int, str] = {}
+        for j, res in enumerate(parsed):  # per-model accounting of the messages refused at parse time
+            if isinstance(res, DeadLetter):
+                for name, slot in st.slots.items():
+                    if todo[j][0] >= slot.next_offset:
+                        self.tally[name]["dead_letters"] += 1
+        errors: dict[int, tuple[str, str]] = {}   # message index -> (reason, detail)
         for name, slot in st.slots.items():
             self._learn_batch(st, name, slot, todo, examples, owner, hashes, errors)
-        for j, detail in sorted(errors.items()):
+        for j, (reason, detail) in sorted(errors.items()):
             if todo[j][0] >= fresh_from:
-                out.append(self._dead_letter(todo[j][1], "schema_violation", detail, st, todo[j][0]))
+                out.append(self._dead_letter(todo[j][1], reason, detail, st, todo[j][0]))
         last = todo[-1][0]
-        for slot in st.slots.values():
+        for name, slot in st.slots.items():
             slot.next_offset = max(slot.next_offset, last + 1)
+            key = f"{name}@{st.source}"
+            self._learned_below[key] = max(self._learned_below.get(key, 0), last + 1)
         n_fresh = sum(1 for off, _, _ in todo if off >= fresh_from)
         if n_fresh:
             st.next_offset = last + 1
@@ -299,43 +313,67 @@ class LearnerCore:
             seen.add(h)
         if dup:
             self.metrics.duplicate_events.labels(topic=st.topic).inc(dup)
+            self.tally[name]["duplicates"] += dup
         if not pick:
             return
+        if slot.guard is None:
+            slot.guard = FiniteGuard(learner, self.specs[name].loader)
         learned: list[int] = []
         if not learner.feature_names:  # a model that takes its feature names from the first example
             i = pick.pop(0)
-            if self._learn_rows(name, learner, [i], examples, owner, errors):
+            if self._learn_rows(name, slot, [i], examples, owner, errors):
                 learned.append(i)
+            learner = slot.learner
             if not pick:
                 self._after_learning(st, name, slot, learned, todo, owner, hashes)
                 return
         exs = [examples[i] for i in pick]
         arr = learner_arrays(exs, learner.feature_names, getattr(learner, "context_names", None) or None, name)
         for k, why in arr.rejected.items():
-            errors.setdefault(owner[pick[k]], f"model {name!r} rejected event {exs[k].event_id!r}: {why}")
+            self.tally[name]["dead_letters"] += 1
+            errors.setdefault(owner[pick[k]], ("schema_violation", f"model {name!r} rejected event {exs[k].event_id!r}: {why}"))
         rows = [pick[k] for k in arr.rows]
         if rows:
             self._score(name, learner, arr)
-            try:
-                learner.learn_many(arr.X_left, arr.X_right, arr.y, arr.context, arr.weight)
-                learned.extend(rows)
-            except Exception as exc:  # noqa: BLE001 - learn_many raises before changing state:
-                # learn the rows one by one so exactly the rejected messages are dead-lettered
-                log.debug("model %s: learn_many refused the batch (%s); learning row by row", name, exc)
-                learned.extend(i for i in rows if self._learn_rows(name, learner, [i], examples, owner, errors))
+            # learn the batch, check the state once (stream.guard); only when learn_many refuses the
+            # batch or the state turns non-finite, restore the pre-batch state and learn row by row,
+            # so exactly the bad messages are dead-lettered and nothing non-finite is ever kept
+            res = slot.guard.learn_batch(
+                learner, rows,
+                lambda lr, _rows: lr.learn_many(arr.X_left, arr.X_right, arr.y, arr.context, arr.weight),
+                lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
+                                           examples[i].context, examples[i].weight))
+            slot.learner = res.learner
+            bad = {k for k, _ in res.rejected}
+            for k, defect in res.rejected:
+                i = rows[k]
+                self.tally[name]["dead_letters"] += 1
+                reason = res.reasons.get(k, "schema_violation")
+                if reason == "non_finite":
+                    defect = (f"the update would make the model state non-finite ({defect}); "
+                              "the event was refused and the state kept")
+                errors.setdefault(owner[i], (reason, f"model {name!r} rejected event {examples[i].event_id!r}: {defect}"))
+            if res.relearned:
+                self.metrics.events_relearned.labels(model=name).inc(res.relearned)
+            learned.extend(i for k, i in enumerate(rows) if k not in bad)
         self._after_learning(st, name, slot, learned, todo, owner, hashes)
 
-    def _learn_rows(self, name, learner, idx, examples, owner, errors) -> bool:
+    def _learn_rows(self, name, slot, idx, examples, owner, errors) -> bool:
+        """Learn rows one by one through the slot's finite guard (the first example of a model
+        that takes its feature names from the data)."""
         ok = True
         for i in idx:
             ex = examples[i]
-            self._validate_progressively(name, learner, ex)
+            self._validate_progressively(name, slot.learner, ex)
             try:
-                learner.learn_one(ex.left, ex.right, ex.outcome, ex.context, ex.weight)
+                slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context, ex.weight)
             except Exception as exc:  # noqa: BLE001 - one event must not crash the worker
+                slot.learner = getattr(exc, "learner", slot.learner)  # the guard's restored state
                 if not isinstance(exc, (InvalidInputError, ValueError, KeyError, TypeError)):
                     log.exception("model %s failed on event %s", name, ex.event_id)
-                errors.setdefault(owner[i], f"model {name!r} rejected event {ex.event_id!r}: {type(exc).__name__}: {exc}")
+                self.tally[name]["dead_letters"] += 1
+                errors.setdefault(owner[i], (getattr(exc, "reason", "schema_violation"),
+                                             f"model {name!r} rejected event {ex.event_id!r}: {type(exc).__name__}: {exc}"))
                 ok = False
         return ok
 
@@ -352,7 +390,13 @@ class LearnerCore:
             slot.remember(h, size)
         slot.digest = digest
         slot.count += len(learned)
-        self._m_learned[name].inc(len(learned))
+        self.tally[name]["learned"] += len(learned)
+        # an event this process learned before (a restore rolled the state back) counts apart
+        below = self._learned_below.get(f"{name}@{st.source}", 0)
+        again = sum(1 for i in learned if todo[owner[i]][0] < below)
+        self._m_learned[name].inc(len(learned) - again)
+        if again:
+            self._m_relearned[name].inc(again)
         # arrival → learned latency of each learned event (events of one fetch share an arrival)
         by_arrival: dict[float, int] = {}
         for i in learned:
@@ -457,6 +501,8 @@ class LearnerCore:
 
     def _refit_done(self, st, name, slot, t0, res) -> None:
         slot.refit_running = False
+        if slot.guard is not None:
+            slot.guard.mark(slot.learner)  # the refitted model is the state to fall back on
         res = res if isinstance(res, dict) else {}
         m = self.metrics
         m.refit_duration.labels(model=name).observe(float(res.get("duration_s", time.perf_counter() - t0)))

@@ -1,0 +1,143 @@
+"""Bytes → JSON value and JSON numbers → finite floats (steps 1–5 and the number checks of step 7)."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from stream.contract.reasons import SCHEMA_VERSION, DeadLetter
+from stream.contract.schemas import _json_type
+
+_DEFAULT_MAX_BYTES = 1_048_576
+
+#: Largest magnitude of a feature or context value. Below 2**53, so integer-valued features stay
+#: exact in float64; and the squared difference of two such values, (2e15)**2 = 4e30, summed over
+#: up to 10**6 features (4e36) still fits float32 (3.4e38), in which the explainers evaluate wide
+#: models. Larger values are dead-lettered as ``out_of_range`` (they are finite, but a learner's
+#: squares and sums of them overflow: 1e308 turned LinearBT's weights into NaN).
+MAX_ABS_VALUE = 1e15
+#: Range of an event weight: a weight is a count of how many events this one stands for; beyond
+#: 1e6 one event would swamp a model's running sums, below 1e-6 it is numerically zero.
+WEIGHT_RANGE = (1e-6, 1e6)
+
+
+class _NonFiniteToken(ValueError):
+    pass
+
+
+def _reject_constant(token: str):
+    raise _NonFiniteToken(token)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _decode(raw: Any, max_bytes: int) -> Any:
+    """Bytes → JSON value, with the oversize / malformed / NaN-token checks (steps 1–3)."""
+    if raw is None:
+        raise DeadLetter("malformed_json", "The message value is null (a Kafka tombstone); expected a JSON object.")
+    if isinstance(raw, str):
+        size = len(raw.encode("utf-8", "surrogatepass")) if len(raw) * 4 > max_bytes else len(raw)
+        if size > max_bytes:
+            raise DeadLetter("oversize", f"The payload has {size} bytes; the limit is {max_bytes} (max_message_bytes).")
+        text = raw
+    else:
+        if isinstance(raw, memoryview):
+            raw = raw.tobytes()
+        if not isinstance(raw, (bytes, bytearray)):
+            raise DeadLetter("malformed_json", f"Expected the message value as bytes; got {type(raw).__name__}.")
+        if len(raw) > max_bytes:
+            raise DeadLetter("oversize", f"The payload has {len(raw)} bytes; the limit is {max_bytes} (max_message_bytes).")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DeadLetter("malformed_json", f"The payload is not UTF-8 text: {exc}.") from None
+    try:
+        return _DECODER.decode(text)
+    except _NonFiniteToken as exc:
+        raise DeadLetter("non_finite", f"The payload contains the non-standard JSON token {exc.args[0]}; "
+                                       "send finite numbers only (NaN and Infinity are not JSON).") from None
+    except (ValueError, RecursionError) as exc:
+        raise DeadLetter("malformed_json", f"The payload is not valid JSON: {exc}.") from None
+
+
+def decode_json(raw: Any, max_bytes: int = _DEFAULT_MAX_BYTES) -> Any:
+    """Steps 1–3 (oversize, malformed JSON, NaN tokens) with the standard library: the reference
+    decoder; raises :class:`DeadLetter`."""
+    return _decode(raw, max_bytes)
+
+
+def _check_object_and_version(doc: Any, what: str) -> dict:
+    """Steps 4–5: a JSON object whose ``schema_version`` is 1."""
+    if not isinstance(doc, dict):
+        raise DeadLetter("not_an_object", f"A {what} must be a JSON object; got a JSON {_json_type(doc)}.")
+    if "schema_version" not in doc:
+        raise DeadLetter("missing_field", f"The {what} lacks 'schema_version'; add \"schema_version\": {SCHEMA_VERSION}.")
+    sv = doc["schema_version"]
+    if isinstance(sv, bool) or not isinstance(sv, (int, float)):
+        raise DeadLetter("wrong_type", f"'schema_version' must be an integer; got a JSON {_json_type(sv)} ({sv!r}).")
+    if sv != SCHEMA_VERSION:
+        raise DeadLetter("unknown_schema_version",
+                         f"schema_version {sv!r} is not supported; this build reads version {SCHEMA_VERSION}. "
+                         "Upgrade prefstream or produce version 1 messages.")
+    return doc
+
+
+# ------------------------------------------------------------------- conversions
+def _features(d: Mapping[str, Any], where: str) -> dict[str, float]:
+    """Numbers → finite floats (schema already checked the types)."""
+    out = {}
+    for k, v in d.items():
+        try:
+            f = float(v)
+        except OverflowError:
+            f = math.inf
+        if f - f != 0.0:  # nan or ±inf
+            raise DeadLetter("non_finite", f"{where}.{k} must be a finite number; got {v!r}.")
+        if not -MAX_ABS_VALUE <= f <= MAX_ABS_VALUE:
+            raise DeadLetter("out_of_range", f"{where}.{k} = {_short_num(v)} is out of range: feature and context "
+                                             f"values must lie in [-{MAX_ABS_VALUE:g}, {MAX_ABS_VALUE:g}] "
+                                             "(stream.contract.MAX_ABS_VALUE); rescale the feature.")
+        out[k] = f
+    return out
+
+
+def _timestamp(v: Any, where: str = "timestamp") -> float:
+    if isinstance(v, str):
+        try:
+            dt = datetime.fromisoformat(v)
+        except ValueError:
+            raise DeadLetter("schema_violation", f"'{where}' must be unix seconds or an ISO-8601 date-time "
+                                                 f"such as '2024-05-01T12:00:00Z'; got {v!r}.") from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise DeadLetter("non_finite", f"'{where}' must be a finite number of unix seconds; got {v!r}.")
+    return f
+
+
+def _weight(v: Any) -> float:
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise DeadLetter("non_finite", f"'weight' must be a finite number > 0; got {v!r}.")
+    lo, hi = WEIGHT_RANGE
+    if not lo <= f <= hi:
+        raise DeadLetter("out_of_range", f"weight = {_short_num(v)} is out of range: weights must lie in "
+                                         f"[{lo:g}, {hi:g}] (stream.contract.WEIGHT_RANGE); rescale the weights.")
+    return f
+
+
+def _short_num(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 40 else s[:20] + "…" + f"({len(s)} digits)"
+
