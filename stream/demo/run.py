@@ -51,6 +51,7 @@ from stream.demo.events import demo_stream, session_pairs
 from stream.demo.scrape import MetricsScraper
 from stream.demo.summary import format_summary, summarise
 from stream.demo.topics import delete_topics, read_topic
+from stream.demo.waits import wait_explained, wait_learned, wait_warm
 from stream.demo.workers import Workers, free_port
 
 __all__ = ["run_demo"]
@@ -192,9 +193,9 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         run.workers.start("explain", cfg, eport)
         run.scraper = MetricsScraper(lport, eport).start()
         n_items, t_replay, replay_s, warm_wait = _replay(run, plan, rate, progress, warmup, warmup_timeout_s)
-        _wait_learned(run, plan, learn_timeout_s, log_dir)
+        wait_learned(run.workers, run.scraper, plan.models, plan.examples, learn_timeout_s, log_dir)
         t_learned = time.monotonic()
-        _wait_explained(run, quiet_period_s, explain_timeout_s)
+        wait_explained(run.workers, run.scraper, quiet_period_s, explain_timeout_s)
         run.scraper.poll()
         codes = run.workers.stop()
         run.scraper.stop()
@@ -374,7 +375,7 @@ def _replay(run: _Run, plan: _Plan, rate, progress: bool, warmup: int | None,
                 tw = time.monotonic()
                 warm_examples = sum(1 if kd == "preference" else session_pairs(r) for kd, r in records[:warmup])
                 ready = [m for m in refit_models if warm_examples >= min_train(m)]
-                _wait_warm(scraper, workers, plan.models, ready, warmup_timeout_s)
+                wait_warm(scraper, workers, plan.models, ready, warmup_timeout_s)
                 warm_wait = time.monotonic() - tw
                 if bar is not None:
                     bar.set_description("replay")
@@ -399,61 +400,6 @@ def _replay(run: _Run, plan: _Plan, rate, progress: bool, warmup: int | None,
     if failed:
         raise DemoError(f"{len(failed)} records could not be sent; first error: {failed[0]!r}")
     return n_items, t_replay, replay_s, warm_wait
-
-
-def _wait_warm(scraper: MetricsScraper, workers: Workers, models: list[str], refit_models: list[str],
-               timeout: float) -> bool:
-    """Until every model is published, the refitted ones refitted, and the explainer holds them all."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        workers.check_alive()
-        scraper.poll()
-        lv = scraper.learner("prefstream_model_version")
-        refits = scraper.learner("prefstream_refit_duration_seconds_count")
-        ev = scraper.explainer("prefstream_model_version", "model")
-        if (all(lv.get(m, 0) >= 1 for m in models) and all(refits.get(m, 0) >= 1 for m in refit_models)
-                and all(ev.get(m, 0) >= 1 for m in models)):
-            # the refit forces a snapshot at the next timer tick: give it and the explainer a moment
-            time.sleep(1.5)
-            scraper.poll()
-            lv = scraper.learner("prefstream_model_version")
-            ev = scraper.explainer("prefstream_model_version", "model")
-            if all(ev.get(m, 0) >= lv.get(m, 0) for m in models):
-                return True
-        time.sleep(0.5)
-    log.warning("warm-up: not every model was ready after %.0f s; replaying the rest anyway", timeout)
-    return False
-
-
-def _wait_learned(run: _Run, plan: _Plan, timeout_s: float, log_dir: Path) -> None:
-    """Until every model has learned every sent example; DemoError after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        run.workers.check_alive()
-        run.scraper.poll()
-        learned = run.scraper.learner("prefstream_events_learned_total")
-        if learned and all(learned.get(m, 0) >= plan.examples for m in plan.models):
-            return
-        if time.monotonic() > deadline:
-            raise DemoError(f"Learning stalled: learned {learned} of {plan.examples} examples after {timeout_s:.0f} s "
-                            f"(see {log_dir}/learn.log).")
-        time.sleep(0.5)
-
-
-def _wait_explained(run: _Run, quiet_period_s: float, timeout_s: float) -> None:
-    """Until no explanation (or skip) arrived for ``quiet_period_s``, at most ``timeout_s``."""
-    last_n, last_change = -1.0, time.monotonic()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        run.workers.check_alive()
-        run.scraper.poll()
-        n = sum(run.scraper.explainer("prefstream_explanations_total").values())
-        n += sum(run.scraper.explainer("prefstream_explanations_skipped_total", "reason").values())
-        if n != last_n:
-            last_n, last_change = n, time.monotonic()
-        elif time.monotonic() - last_change >= quiet_period_s:
-            return
-        time.sleep(0.5)
 
 
 def _write_outputs(out: Path, summary: dict, records: list) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from typing import Any, Sequence
 
@@ -55,6 +54,7 @@ from stream.workers._snapshot import (
     snapshot_key,
     split_stream_meta,
 )
+from stream.workers.gauges import push_learner_gauges
 from stream.workers.sources import ModelSlot, SourceState
 
 __all__ = ["DEFAULT_DEDUPE_WINDOW", "LearnerCore", "ModelSlot", "SourceState", "observe_n"]
@@ -595,27 +595,6 @@ class LearnerCore:
 
     # ------------------------------------------------------------------ gauges
     def update_gauges(self) -> None:
-        """Push the progressive metrics to their gauges (cheap; call about once a second)."""
-        m = self.metrics
-        for name, (acc, ll, auc) in self.progressive.items():
-            m.progressive_accuracy.labels(model=name).set(acc.get())
-            m.progressive_log_loss.labels(model=name).set(ll.get())
-            m.progressive_roc_auc.labels(model=name).set(auc.get())
-        for st in self.sources.values():
-            for name, slot in st.slots.items():
-                try:  # the capacity learner reports its diagnostics as one dict (CapacityLearner.metrics)
-                    stats = dict(slot.learner.metrics()) if callable(getattr(slot.learner, "metrics", None)) else {}
-                except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
-                    stats = {}
-                for attr, gauge in (("nonzero_masses", m.capacity_nonzero_masses),
-                                    ("constraint_violation", m.capacity_constraint_violation),
-                                    ("regret_proxy", m.capacity_regret_proxy)):
-                    fn = stats.get(attr, getattr(slot.learner, attr, None))
-                    if fn is None:
-                        continue
-                    try:
-                        v = float(fn() if callable(fn) else fn)
-                        if math.isfinite(v):  # never publish non-finite state (NaN before any example)
-                            gauge.labels(model=name).set(v)
-                    except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
-                        pass
+        """Push the progressive metrics and the learners' diagnostics to their gauges
+        (:func:`stream.workers.gauges.push_learner_gauges`; cheap, about once a second)."""
+        push_learner_gauges(self.progressive, self.sources, self.metrics)
