@@ -106,11 +106,14 @@ def build() -> dict:
             "short", description="High watermark minus next offset: prefstream_consumer_lag.", minv=0)
 
     L.row("Online learning")
-    L.panel("Events learned / s by model",
-            [target(f"sum by (model) (rate(prefstream_events_learned_total{{{M}}}[{RI}]))", "{{model}}", "A")],
-            "ops", description="prefstream_events_learned_total.")
-    L.panel("learn_one latency (p50, p99)", quantiles("prefstream_learn_latency_seconds", "model", M),
-            "s", description="prefstream_learn_latency_seconds histogram.")
+    L.panel("Events learned / s by model (and re-learned after a restore)",
+            [target(f"sum by (model) (rate(prefstream_events_learned_total{{{M}}}[{RI}]))", "{{model}}", "A"),
+             target(f"sum by (model) (rate(prefstream_events_relearned_total{{{M}}}[{RI}]))", "{{model}} re-learned", "B")],
+            "ops", description="prefstream_events_learned_total (each event once) and "
+                               "prefstream_events_relearned_total (learned again after a restore from a snapshot).")
+    L.panel("Arrival → learned latency (p50, p99)", quantiles("prefstream_learn_latency_seconds", "model", M),
+            "s", description="prefstream_learn_latency_seconds histogram: per event, from its arrival at the worker "
+                             "to the end of the micro-batch that learned it.")
     L.panel("Model version", [target(f"max by (model) (prefstream_model_version{{{M}}})", "{{model}}", "A")],
             "none", kind="stat", description="Latest published/loaded snapshot: prefstream_model_version.")
     L.panel("Progressive accuracy",
