@@ -9,7 +9,7 @@ space). Exact Shapley coalition structure: 2^10 = 1024 coalitions, 10 × 512 coa
 Compared side by side, in one run:
 
 * closed form — :func:`explainers.distributional.distributional_value` (analytic Gumbel-max
-  tables, paper 003 Lemma 3.7 / App. B, log space);
+  tables, Franceschi et al. 2024 Lemma 3.7 / App. B, log space);
 * Monte Carlo — :func:`explainers.distributional.sampled_value`: shared Gumbel noise applied to
   all 1024 coalitions (Definition 3.1), exact average over coalitions. Its time is measured at
   ``--mc-draws`` draws and extrapolated (cost ∝ draws, standard error ∝ 1/sqrt(draws)) to the

@@ -1,6 +1,6 @@
 """FALKON scaling on GPM pairs vs a dense exact kernel ridge regression solver.
 
-Data: the synthetic cluster duels of paper 000 Section 4 (:mod:`bench.synthetic_cluster`), with
+Data: the synthetic cluster duels of Hu, Chau et al. 2022 Section 4 (:mod:`bench.synthetic_cluster`), with
 ``n`` training pairs and 5,000 held-out test pairs; kernel: the generalised preferential kernel k_E
 over product RBFs (median-heuristic length-scales × ``--multiplier``), penalty ``--penalty``,
 squared loss on ±1 labels (kernel ridge regression) for both solvers, so both estimate the same

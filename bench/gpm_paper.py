@@ -1,6 +1,6 @@
-"""Reproduce Table 3 of paper 000 (Pref-SHAP): GPM (C-GPM for tennis) vs UPM test AUC.
+"""Reproduce Table 3 of Hu, Chau et al. 2022 (Pref-SHAP): GPM (C-GPM for tennis) vs UPM test AUC.
 
-Protocol (paper 000, Section 4): matches are split at random into train (80%), validation (10%)
+Protocol (Hu, Chau et al. 2022, Section 4): matches are split at random into train (80%), validation (10%)
 and test (10%); the validation split chooses the hyper-parameters (here: grid search over the
 penalty λ and a length-scale multiplier, see :mod:`learners.gpm`; the paper used gradient-based
 selection, its ref. [43]); the test split is scored by ROC AUC of the continuous margin g and by
@@ -148,7 +148,7 @@ def main(argv=None) -> dict:
     if args.no_context:
         U, cnames = None, None
     print(f"# {args.dataset}: {y.shape[0]} pairs, d={XL.shape[1]}, context={0 if U is None else U.shape[1]}, "
-          f"model={'C-GPM' if U is not None else 'GPM'} vs UPM; selection={args.selection} grid={args.grid}; targets (paper 000 Table 3) gpm={TARGETS[args.dataset][0]} upm={TARGETS[args.dataset][1]}")
+          f"model={'C-GPM' if U is not None else 'GPM'} vs UPM; selection={args.selection} grid={args.grid}; targets (Hu, Chau et al. 2022 Table 3) gpm={TARGETS[args.dataset][0]} upm={TARGETS[args.dataset][1]}")
     rows = []
     for r in range(args.runs):
         res = run_once(XL, XR, y, U, names, cnames, r, args)

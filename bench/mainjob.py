@@ -12,7 +12,7 @@ What it does, in one run (reusing :func:`stream.demo.run_demo`):
 2. reads the learner's Prometheus endpoint for the progressive (predict-then-learn) ROC AUC
    of each model at the end of the stream, counts explanation records per method from the
    output topic and dead letters from the dead-letter topic;
-3. **anchors**, side by side in the same run: the paper's GPM AUC on Pokémon (0.86, paper 000,
+3. **anchors**, side by side in the same run: the paper's GPM AUC on Pokémon (0.86, Hu, Chau et al. 2022,
    Section 5) and the in-process rate of the same two learners (predict + learn, no broker, no
    refits) on the first ``--anchor-events`` duels — the ceiling of the worker's rate. Both are
    printed as ratios.
@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-#: GPM hold-out AUC on Pokémon reported in paper 000 (Hu et al. 2022), Section 5 / Table 2.
+#: GPM hold-out AUC on Pokémon reported in Hu, Chau et al. 2022, Section 5 / Table 2.
 PAPER_GPM_AUC = {"pokemon": 0.86}
 
 
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     print(f"worker rate {s['events_per_s']:.1f} examples/s vs in-process {anchor:.1f} examples/s: "
           f"ratio {s['events_per_s'] / anchor:.3f}")
     if paper is not None and auc_g is not None:
-        print(f"GPM progressive ROC AUC {auc_g:.3f} vs paper 000 hold-out AUC {paper:.2f}: ratio {auc_g / paper:.3f}")
+        print(f"GPM progressive ROC AUC {auc_g:.3f} vs Hu, Chau et al. 2022 hold-out AUC {paper:.2f}: ratio {auc_g / paper:.3f}")
     for m, rs in s["refits"].items():
         print(f"{m} refits: {len(rs)}, durations {[r['duration_s'] for r in rs]} s")
     print(f"dataset={args.dataset} events={s['events_sent']} events_per_s={s['events_per_s']:.1f} "

@@ -1,4 +1,4 @@
-"""Pref-SHAP on the paper's data (paper 000, Section 4, Figs 2–5, Appendix B): findings and speed.
+"""Pref-SHAP on the paper's data (Hu, Chau et al. 2022, Section 4, Figs 2–5, Appendix B): findings and speed.
 
 What it does, in one run:
 
@@ -211,7 +211,7 @@ def synthetic(args, out, md):
             f"{ms:.1f} ms/duel -> speed-up x{ks:.1f}")
 
     md += [
-        "### Synthetic cluster duels (paper 000, Section 4, Figs 2–3, Appendix B)",
+        "### Synthetic cluster duels (Hu, Chau et al. 2022, Section 4, Figs 2–3, Appendix B)",
         "",
         f"GPM on {len(tr)} training duels (M = {gpm.alpha_.shape[0]} Nyström centres, fixed λ = {args.penalty}, "
         f"length-scale multiplier {args.multiplier}): test AUC {auc_g:.3f} (paper 0.98); UPM {auc_u:.3f} (paper 0.71).",
@@ -259,7 +259,7 @@ def real_data(args, out, md):
     from stream.adapters import duels
 
     data_dir = os.environ.get("PREFSTREAM_DATA_DIR", str(ROOT.parent / "shared" / "data"))
-    md += ["### Real data (paper 000, Section 4, Figs 4–6, Appendix B)", "",
+    md += ["### Real data (Hu, Chau et al. 2022, Section 4, Figs 4–6, Appendix B)", "",
            "| data set | GPM test AUC | Pref-SHAP top features (mean \\|φ\\|) | sign check | paper |", "|---|---|---|---|---|"]
     # Pokémon
     try:

@@ -1,6 +1,6 @@
-"""The unrankable synthetic cluster duel data set of paper 000 (Pref-SHAP), Section 4 "Synthetic data".
+"""The unrankable synthetic cluster duel data set of Hu, Chau et al. 2022 (Pref-SHAP), Section 4 "Synthetic data".
 
-Generator (paper 000, Section 4, first paragraph of "Synthetic data" and Fig. 1):
+Generator (Hu, Chau et al. 2022, Section 4, first paragraph of "Synthetic data" and Fig. 1):
 
 * 1,000 items; covariates ``p_i = [x0, xAB, xAC, xBC] ~ N(0, I_4)``;
 * cluster ``c_i ∈ {A, B, C}`` drawn uniformly; item features ``x_i = [p_i, one_hot(c_i)]`` (d = 7);
@@ -75,7 +75,7 @@ def cluster_outcome(item_features: np.ndarray, cluster: np.ndarray, left: np.nda
 
 
 def make_synthetic_cluster(n_items: int = 1000, n_matches: int = 40000, seed: int = 0) -> SyntheticClusterData:
-    """Generate the data set (paper 000, Section 4).
+    """Generate the data set (Hu, Chau et al. 2022, Section 4).
 
     Parameters
     ----------

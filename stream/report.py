@@ -8,9 +8,9 @@ from the run's ``summary.json`` and ``records.jsonl``:
 * progressive accuracy and ROC AUC over events, one line per model;
 * Pref-SHAP mean |φ| bars and beeswarm coloured by x_winner − x_loser (Hu, Chau et al. 2022,
   *Explaining Preferences with Shapley Values*, Figs 2–4);
-* ShaRP waterfall for one item and box plots per 10 % rank stratum (Pliatsika et al. 2025,
+* ShaRP waterfall for one item and box plots per 10 % rank stratum (Pliatsika et al. 2024,
   *ShaRP: Explaining Rankings and Preferences with Shapley Values*, Section 7.2);
-* a distributional transition heatmap and importance bars with variance (Franceschi et al. 2025,
+* a distributional transition heatmap and importance bars with variance (Franceschi et al. 2024,
   *Explaining Probabilistic Models with Distributional Values*);
 * capacity Shapley importances and the interaction heatmap (Herin, Perny & Sokolovska 2024,
   *Online Learning of Capacity-Based Preference Models*; Grabisch 1997);

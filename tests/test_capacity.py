@@ -1,4 +1,4 @@
-"""Capacity learners (paper 002, Herin, Perny & Sokolovska, IJCAI 2024): closed forms and invariants."""
+"""Capacity learners (Herin, Perny & Sokolovska, IJCAI 2024): closed forms and invariants."""
 
 from __future__ import annotations
 

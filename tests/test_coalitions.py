@@ -1,4 +1,4 @@
-"""Coalition enumeration/sampling (paper 000, Algorithm 2) and Shapley solvers (Eq. 3, Kernel SHAP)."""
+"""Coalition enumeration/sampling (Hu, Chau et al. 2022, Algorithm 2) and Shapley solvers (Eq. 3, Kernel SHAP)."""
 
 from __future__ import annotations
 

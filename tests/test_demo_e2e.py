@@ -178,7 +178,7 @@ def test_sharp_pairwise_difference_is_the_rank_difference(run):
     _, records, _ = run
     for r in _by(records, "sharp-pairwise"):
         ex = r["extra"]
-        # prediction − base = QoI(left) − QoI(right) (Pliatsika et al. 2025, Eq. 7), ranks as QoI = −rank
+        # prediction − base = QoI(left) − QoI(right) (Pliatsika et al. 2024, Eq. 7), ranks as QoI = −rank
         assert abs((r["prediction"] - r["base_value"]) - ex["outcome_difference"]) <= 1e-9
         assert abs(ex["outcome_difference"] + (ex["rank"] - ex["rank_other"])) <= 1e-9
         assert 1 <= ex["rank"] <= ex["n_catalog"] and 1 <= ex["rank_other"] <= ex["n_catalog"]
@@ -207,7 +207,7 @@ def test_distributional_bernoulli_mean_is_efficient_and_pmfs_are_distributions(r
         assert abs(sum(ex["prediction_distribution"]) - 1.0) <= 1e-9
         assert r["prediction"] == pytest.approx(ex["prediction_distribution"][1])
         if ex.get("efficient"):
-            # efficiency of the mean (Franceschi et al. 2025): p(left) − p_base(left) = Σ_i E[value_i]
+            # efficiency of the mean (Franceschi et al. 2024): p(left) − p_base(left) = Σ_i E[value_i]
             assert abs(r["base_value"] + sum(ex["mean"]) - r["prediction"]) <= 1e-9
 
 

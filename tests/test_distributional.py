@@ -1,4 +1,4 @@
-"""Distributional values (paper 003): games, value operators, statistics, games from models.
+"""Distributional values (Franceschi et al. 2024): games, value operators, statistics, games from models.
 
 Oracles are written here independently of the module: brute-force enumeration of permutations
 (Shapley), explicit per-coalition weights (Banzhaf / semivalues), the per-pair closed forms of

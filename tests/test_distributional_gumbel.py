@@ -1,4 +1,4 @@
-"""Closed-form Gumbel-max coupling (paper 003, Lemma 3.7 / Appendix B) against independent oracles."""
+"""Closed-form Gumbel-max coupling (Franceschi et al. 2024, Lemma 3.7 / Appendix B) against independent oracles."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""GPM / C-GPM / UPM invariants (paper 000, Section 2.1)."""
+"""GPM / C-GPM / UPM invariants (Hu, Chau et al. 2022, Section 2.1)."""
 
 import numpy as np
 import pytest

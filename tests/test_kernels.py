@@ -1,4 +1,4 @@
-"""Product RBF and pair kernels against direct definitions (paper 000, Section 2.1)."""
+"""Product RBF and pair kernels against direct definitions (Hu, Chau et al. 2022, Section 2.1)."""
 
 import numpy as np
 import pytest

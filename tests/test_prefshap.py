@@ -1,4 +1,4 @@
-"""Pref-SHAP (paper 000, Section 3): invariants and an independent brute-force oracle.
+"""Pref-SHAP (Hu, Chau et al. 2022, Section 3): invariants and an independent brute-force oracle.
 
 The models explained here are small stand-ins with exactly the fitted attributes of
 ``learners.gpm.GPM/CGPM/UPM`` (dense kernel ridge on the k_E / k_E^U / utility kernels, centres =

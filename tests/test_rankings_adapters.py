@@ -1,4 +1,4 @@
-"""Ranked catalogs of paper 001 (Appendix A) built from the shared data directory."""
+"""Ranked catalogs of Pliatsika et al. 2024 (Appendix A) built from the shared data directory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ShaRP explainer (paper 001): oracle agreement with xai-sharp, the paper's definitions and numbers,
+"""ShaRP explainer (Pliatsika et al. 2024): oracle agreement with xai-sharp, the paper's definitions and numbers,
 efficiency, approximation, speed-relevant structure, and input validation."""
 
 from __future__ import annotations

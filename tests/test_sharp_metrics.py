@@ -1,4 +1,4 @@
-"""Explanation metrics of paper 001, Section 6, against hand-computed values and the paper's numbers."""
+"""Explanation metrics of Pliatsika et al. 2024, Section 6, against hand-computed values and the paper's numbers."""
 
 from __future__ import annotations
 

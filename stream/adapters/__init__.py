@@ -250,7 +250,7 @@ class ClickLog:
             yield {"schema_version": 1, **s, "shown": shown}
 
     def to_pairs(self) -> PairwiseDataset:
-        """Expand sessions into pairs clicked ≻ shown-but-not-clicked (paper 000, App. B)."""
+        """Expand sessions into pairs clicked ≻ shown-but-not-clicked (Hu, Chau et al. 2022, App. B)."""
         index = {iid: i for i, iid in enumerate(self.item_ids)}
         L, R, C, T = [], [], [], []
         for s in self.sessions:

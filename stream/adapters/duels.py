@@ -59,7 +59,7 @@ def load_pokemon(data_dir=None) -> PairwiseDataset:
     """Pokémon battles (Kaggle "Pokemon- Weedle's Cave"): 800 items, 50,000 duels.
 
     Item features (d = 26): HP, Attack, Defense, Sp. Atk, Sp. Def, Speed, Generation, Legendary
-    (0/1), and one indicator per type (Type 1 or Type 2), as paper 000 Section 4 uses them.
+    (0/1), and one indicator per type (Type 1 or Type 2), as Hu, Chau et al. 2022 Section 4 uses them.
     Outcome +1 when ``First_pokemon`` (left) wins. Licence: unknown — read from the data dir.
     """
     d = resolve_data_dir(data_dir, "pokemon")

@@ -1,4 +1,4 @@
-"""Ranked catalogs for ShaRP (paper 001, Appendix A): items, features and a scoring callable.
+"""Ranked catalogs for ShaRP (Pliatsika et al. 2024, Appendix A): items, features and a scoring callable.
 
 Each loader returns a :class:`RankedCatalog` — ``X`` of shape ``(n, d)`` float64, the feature
 names, a row-wise deterministic scoring callable (higher = better rank) and item ids — ready for
@@ -87,7 +87,7 @@ class GeometricMeanScorer:
 
     With ``X_g = (Π_{a∈g} (c_a + 1))^{1/e_g} − 1`` (the group's geometric mean of adjusted count + 1,
     minus 1) and ``e_g`` the number of areas in group ``g``, this equals CSRankings' geometric
-    mean over all areas of (adjusted count + 1) exactly (paper 001, Appendix A).
+    mean over all areas of (adjusted count + 1) exactly (Pliatsika et al. 2024, Appendix A).
 
     Examples
     --------
@@ -185,7 +185,7 @@ THE_WEIGHTS = [0.3, 0.3, 0.3, 0.025, 0.075]
 def load_the2020(data_dir: str | os.PathLike | None = None) -> RankedCatalog:
     """Times Higher Education World University Rankings 2020 (1,397 universities, 5 pillars).
 
-    Scorer (paper 001, Appendix A; reproduces THE's overall score up to rounding, see SOURCE.txt):
+    Scorer (Pliatsika et al. 2024, Appendix A; reproduces THE's overall score up to rounding, see SOURCE.txt):
     ``0.3·teaching + 0.3·research + 0.3·citations + 0.025·income + 0.075·international``.
 
     Raises
@@ -246,7 +246,7 @@ def csrankings_area_table(data_dir: str | os.PathLike | None = None, years: tupl
 
 def load_csrankings(data_dir: str | os.PathLike | None = None, years: tuple[int, int] = (2007, 2017),
                     us_only: bool = True) -> RankedCatalog:
-    """CSRankings departments (2017 snapshot) with the 4 area-group features of paper 001.
+    """CSRankings departments (2017 snapshot) with the 4 area-group features of Pliatsika et al. 2024.
 
     Feature ``g`` is the group's geometric mean of (adjusted count + 1) over its areas, minus 1;
     the scorer :class:`GeometricMeanScorer` with exponents = areas per group (5, 12, 3, 5) then
@@ -278,7 +278,7 @@ def load_csrankings(data_dir: str | os.PathLike | None = None, years: tuple[int,
 
 # --------------------------------------------------------------------------- moving company
 def load_moving_company(data_dir: str | os.PathLike | None = None, variant: str = "biased") -> RankedCatalog:
-    """Moving-company applicants (Yang et al. 2021; paper 001 Section 8.1.2), test split, 2,000 rows.
+    """Moving-company applicants (Yang et al. 2021; Pliatsika et al. 2024 Section 8.1.2), test split, 2,000 rows.
 
     Features gender (0 male, 1 female), race (0 white, 1 black) and weight-lifting ability. The
     ranker is *learned*: an ordinary-least-squares linear model of the qualification score fitted on
@@ -309,7 +309,7 @@ ATP_FEATURES = ["first_serve_pct", "first_serve_won_pct", "second_serve_won_pct"
 
 
 def load_atp(data_dir: str | os.PathLike | None = None, year: int = 2019, min_matches: int = 30) -> RankedCatalog:
-    """ATP players of one season ranked by the ATP serve rating (paper 001, Appendix A, "Tennis").
+    """ATP players of one season ranked by the ATP serve rating (Pliatsika et al. 2024, Appendix A, "Tennis").
 
     Per player, over the season's tour-level matches with serve statistics: % first serves in,
     % first-serve points won, % second-serve points won, % service points won (all in 0–100),
@@ -366,7 +366,7 @@ _SCORERS = {"f1": [0.8, 0.2], "f2": [0.5, 0.5], "f3": [0.2, 0.8], "f4": [0.33, 0
 
 
 def make_synthetic(kind: str = "D3", n: int = 2000, scorer: str | None = None, seed: Any = 0) -> RankedCatalog:
-    """Synthetic ranked catalogs of paper 001, Appendix A/B.
+    """Synthetic ranked catalogs of Pliatsika et al. 2024, Appendix A/B.
 
     Two features (default scorer ``f2 = 0.5·x1 + 0.5·x2``): ``D1`` x1 ~ N(0.5, 0.1), x2 ~ Bern(0.5);
     ``D2`` x1 ~ U[0,1], x2 ~ N(0.5, 0.1); ``D3`` x1, x2 ~ U[0,1]; ``D4`` x1 ~ N(0.5, 0.05),

@@ -15,8 +15,8 @@ or parts with different parameters — are not averaged: the part with the large
 is explained, and the choice is logged.
 
 Explainers: capacity Shapley and interaction indices (model level, one record per event),
-ShaRP rank and pairwise QoIs against the item catalog (Pliatsika et al. 2025), Bernoulli
-distributional values of who is preferred (Franceschi et al. 2025) and, for click sessions, the
+ShaRP rank and pairwise QoIs against the item catalog (Pliatsika et al. 2024), Bernoulli
+distributional values of who is preferred (Franceschi et al. 2024) and, for click sessions, the
 categorical values of :mod:`stream.plugins.sessions`.
 """
 
@@ -179,13 +179,13 @@ def _sharp_catalog(learner, examples, ctx):
 
 
 def sharp_rank(learner, examples, ctx) -> Explanation:
-    """ShaRP rank QoI of the left item of each event within the catalog (Pliatsika et al. 2025, Eq. 3)."""
+    """ShaRP rank QoI of the left item of each event within the catalog (Pliatsika et al. 2024, Eq. 3)."""
     ex, n, k, b = _sharp_catalog(learner, examples, ctx)
     return with_budgets(ex.explain(np.arange(n, n + k), "rank", seed=ctx.rng), b)
 
 
 def sharp_pairwise(learner, examples, ctx) -> Explanation:
-    """ShaRP pairwise rank explanation of left vs right (Pliatsika et al. 2025, Section 5, Eq. 7)."""
+    """ShaRP pairwise rank explanation of left vs right (Pliatsika et al. 2024, Section 5, Eq. 7)."""
     ex, n, k, b = _sharp_catalog(learner, examples, ctx)
     pairs = np.stack([np.arange(n, n + k), np.arange(n + k, n + 2 * k)], axis=1)
     return with_budgets(ex.explain_pairwise(pairs, "rank", seed=ctx.rng), b)
@@ -193,7 +193,7 @@ def sharp_pairwise(learner, examples, ctx) -> Explanation:
 
 def margin_bernoulli(learner, examples, ctx) -> Explanation:
     """Bernoulli distributional values of who is preferred, from the learner's batched margin
-    (Franceschi et al. 2025)."""
+    (Franceschi et al. 2024)."""
     from explainers.distributional import explain_preference, pairwise_margin_value_function
 
     b = budgets(ctx)

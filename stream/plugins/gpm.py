@@ -6,7 +6,7 @@ Learners: :class:`learners.refit.RefittingGPM` and :class:`learners.refit.Refitt
 
 Explainers: Pref-SHAP of each duel (Prop. 3.2; Table 1 row 1), of its context (``cgpm``,
 Prop. 3.3; Table 1 row 3), Bernoulli distributional values from the Pref-SHAP value function
-(Franceschi et al. 2025) and, for click sessions, the categorical values of
+(Franceschi et al. 2024) and, for click sessions, the categorical values of
 :mod:`stream.plugins.sessions`. One :class:`~explainers.prefshap.PrefSHAP` is kept per fitted
 model snapshot and budgets, so its kernel blocks are computed once.
 """

@@ -1,6 +1,6 @@
 """Categorical distributional values of a click among the shown items of a click session.
 
-Franceschi et al. (2025), Lemma 3.7: the choice among the k shown items is a categorical
+Franceschi et al. (2024), Lemma 3.7: the choice among the k shown items is a categorical
 distribution over softmax utilities; a feature's value is the change of that distribution when
 the feature joins a coalition. The utilities come from the learner: the capacity value F(x), or
 for a GPM the mean margin of an item against the other shown items.
@@ -57,7 +57,7 @@ def choice_utilities(learner, names):
 
 
 def session_categorical(learner, examples, ctx) -> Explanation:
-    """Categorical distributional values of a click among the shown items (Franceschi et al. 2025, Lemma 3.7)."""
+    """Categorical distributional values of a click among the shown items (Franceschi et al. 2024, Lemma 3.7)."""
     from explainers.distributional import explain_choice
 
     s = session_of(ctx)
