@@ -42,6 +42,7 @@ __all__ = [
     "popcount",
     "sample_unique_coalitions",
     "shapley_kernel_weights",
+    "shapley_of_game",
     "shapley_size_weights",
 ]
 
@@ -290,6 +291,8 @@ class CoalitionPlan:
     masks: np.ndarray
     exact: bool
     row_scale: np.ndarray | None = None
+    n_fixed: int = 0
+    pool_pairs: int | None = None
 
     @property
     def n_coalitions(self) -> int:
@@ -332,9 +335,15 @@ class CoalitionPlan:
     def stderr(self, values: np.ndarray) -> np.ndarray:
         """Standard errors of the sampled (Kernel SHAP) Shapley values; zeros when exact.
 
-        The heteroscedasticity-consistent (sandwich) covariance of the weighted least-squares fit,
-        M (Zᵀ diag(w² r²) Z) Mᵀ with M = P A⁻¹, A = ZᵀWZ and P = I − A⁻¹11ᵀ/(1ᵀA⁻¹1) the projection
-        of the efficiency constraint, r the residuals of the additive fit on the sampled coalitions.
+        Only the drawn coalitions are random: the enumerated sizes enter the normal equations
+        A = ZᵀWZ, b = ZᵀWy exactly, the drawn complementary pairs through a Horvitz–Thompson
+        estimate of their pool's totals (simple random sampling of pairs without replacement). The
+        delta method gives φ̂ − φ ≈ M (b̂ − Âφ) with M = P A⁻¹ and P the projection of the efficiency
+        constraint, i.e. M times the estimated total of u_S = w_S z_S r_S (r the residual of the
+        additive fit). Its variance is N_p² (1 − n_p/N_p) s²/n_p, s² the sample variance over drawn
+        pairs of M(u_S + u_{Ω∖S}) (Covert & Lee 2021, paired sampling; Cochran 1977, Eq. 2.8 for the
+        finite-population correction). Plans without pair information (uniform draws) fall back to
+        the heteroscedasticity-consistent sandwich over every row.
 
         Parameters
         ----------
@@ -356,7 +365,19 @@ class CoalitionPlan:
         a1 = Ainv.sum(axis=1)
         M = Ainv - np.outer(a1, a1) / a1.sum()                        # P A⁻¹ (symmetric)
         G = (w[:, None] * Z) @ M                                      # (K, d)
-        return np.sqrt((r ** 2).T @ (G ** 2))
+        if self.pool_pairs is None:
+            return np.sqrt((r ** 2).T @ (G ** 2))
+        k0 = self.n_fixed
+        n_p = (Z.shape[0] - k0) // 2
+        if n_p < 2:
+            return np.full((v.shape[1], self.d), np.inf)
+        Gs, rs = G[k0:], r[k0:]
+        # u of each drawn pair, per game: (n_games, n_p, d); row scale N/n folds into w already
+        U = rs[0::2].T[:, :, None] * Gs[0::2][None] + rs[1::2].T[:, :, None] * Gs[1::2][None]
+        U = U / self.row_scale[k0]                                    # per-pair value of the pool total
+        Np = float(self.pool_pairs)
+        var = Np ** 2 * (1.0 - n_p / Np) * U.var(axis=1, ddof=1) / n_p
+        return np.sqrt(np.maximum(var, 0.0))
 
 
 def plan_coalitions(d: int, max_coalitions: int = 2048, rng: np.random.Generator | None = None,
@@ -400,28 +421,33 @@ def plan_coalitions(d: int, max_coalitions: int = 2048, rng: np.random.Generator
         sampled = sample_unique_coalitions(d, int(min(max_coalitions - 2, 2.0 ** d - 2)), rng)
         masks = np.concatenate([np.zeros((1, d), bool), np.ones((1, d), bool), sampled])
         return CoalitionPlan(d=d, masks=masks, exact=False)
-    sampled, scale = _size_stratified_coalitions(d, int(max_coalitions - 2), rng)
+    sampled, scale, n_fixed, pool_pairs = _size_stratified_coalitions(d, int(max_coalitions - 2), rng)
     masks = np.concatenate([np.zeros((1, d), bool), np.ones((1, d), bool), sampled])
-    return CoalitionPlan(d=d, masks=masks, exact=False, row_scale=scale)
+    return CoalitionPlan(d=d, masks=masks, exact=False, row_scale=scale, n_fixed=n_fixed, pool_pairs=pool_pairs)
 
 
-def _size_stratified_coalitions(d: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _size_stratified_coalitions(d: int, n: int, rng: np.random.Generator, enumerate_share: float = 0.5):
     """``n`` coalitions: whole sizes in order of Kernel SHAP weight (1 and d−1, then 2 and d−2, …),
-    the rest drawn uniformly without replacement among the coalitions of the remaining sizes.
+    the rest drawn as complementary pairs (S, Ω∖S) uniformly without replacement among the pairs of
+    the remaining sizes (Covert & Lee 2021, *Improving KernelSHAP*, paired sampling). Whole sizes
+    take at most ``enumerate_share`` of the budget: on a logistic game with pairwise interactions
+    (tests/test_explain_sampling.py) half the budget enumerated gave the smallest error at d = 10
+    and 12 (max rel. err 0.017 at d = 12 / 2048 against 0.020 enumerating all that fits).
 
-    Returns the rows and each row's inverse inclusion rate (1 for the enumerated sizes, #remaining /
-    #drawn for the drawn ones), so that the weighted normal equations estimate those of full
-    enumeration without bias (the strategy of Lundberg & Lee's KernelExplainer).
+    Returns the rows (enumerated first, then each drawn S followed by Ω∖S), each row's inverse
+    inclusion rate (1 for the enumerated sizes, #pool / #drawn for the drawn ones) so that the
+    weighted normal equations estimate those of full enumeration without bias, the number of
+    enumerated rows and the number of pairs in the pool (``None`` when nothing is drawn).
     """
     import itertools
 
-    rows, scale, left = [], [], n
+    rows, left = [], n
     pairs = [(k, d - k) for k in range(1, d // 2 + 1)]
     rest: list[int] = []
     for i, (a, b) in enumerate(pairs):
         sizes = [a] if a == b else [a, b]
         count = sum(math.comb(d, k) for k in sizes)
-        if count > left:
+        if count > left or n - left + count > enumerate_share * n:
             rest = [k for a2, b2 in pairs[i:] for k in ([a2] if a2 == b2 else [a2, b2])]
             break
         for k in sizes:
@@ -429,25 +455,68 @@ def _size_stratified_coalitions(d: int, n: int, rng: np.random.Generator) -> tup
                 r = np.zeros(d, bool)
                 r[list(c)] = True
                 rows.append(r)
-                scale.append(1.0)
         left -= count
-    if rest and left > 0:
-        sizes = np.array(rest)
-        mass = np.array([math.comb(d, int(k)) for k in sizes], dtype=np.float64)
-        pool = float(mass.sum())
-        seen: set = set()
-        drawn = []
-        while len(drawn) < left:
-            ks = rng.choice(sizes, size=2 * (left - len(drawn)), p=mass / pool)
-            for k in ks:
-                r = np.zeros(d, bool)
-                r[rng.choice(d, size=int(k), replace=False)] = True
-                key = r.tobytes()
-                if key not in seen:
-                    seen.add(key)
-                    drawn.append(r)
-                    if len(drawn) == left:
-                        break
-        rows += drawn
-        scale += [pool / left] * left
-    return np.array(rows, dtype=bool).reshape(-1, d), np.array(scale)
+    n_fixed = len(rows)
+    scale = [1.0] * n_fixed
+    n_pairs = left // 2
+    if not rest or n_pairs < 1:
+        return np.array(rows, dtype=bool).reshape(-1, d), np.array(scale), n_fixed, None
+    sizes = np.array(rest)
+    mass = np.array([math.comb(d, int(k)) for k in sizes], dtype=np.float64)
+    pool = float(mass.sum())
+    seen: set = set()
+    drawn = []
+    while len(drawn) < n_pairs:
+        ks = rng.choice(sizes, size=2 * (n_pairs - len(drawn)), p=mass / pool)
+        for k in ks:
+            r = np.zeros(d, bool)
+            r[rng.choice(d, size=int(k), replace=False)] = True
+            if r[0]:                                                  # canonical member: 0 ∉ S
+                r = ~r
+            key = r.tobytes()
+            if key not in seen:
+                seen.add(key)
+                drawn += [r, ~r]
+                if len(drawn) == 2 * n_pairs:
+                    break
+    rows += drawn
+    scale += [pool / len(drawn)] * len(drawn)
+    return np.array(rows, dtype=bool).reshape(-1, d), np.array(scale), n_fixed, int(pool) // 2
+
+
+def shapley_of_game(game, d: int, max_coalitions: int, rng: np.random.Generator | None = None):
+    """Shapley values of a batch of scalar games given as a function of coalition codes.
+
+    Exact enumeration when 2^d ≤ ``max_coalitions``, else the paired, size-stratified Kernel SHAP
+    plan of :func:`plan_coalitions` (exact efficiency, honest standard errors from
+    :meth:`CoalitionPlan.stderr`).
+
+    Parameters
+    ----------
+    game : callable
+        ``game(codes (K,) int64) -> values (B, K)``, bit ``j`` of a code set when player ``j`` is in
+        the coalition.
+    d : int
+        Number of players (≤ 62).
+    max_coalitions : int
+        Evaluation budget, ∅ and Ω included.
+    rng : numpy.random.Generator, optional
+
+    Returns
+    -------
+    phi, stderr : ndarray of shape (B, d)
+    plan : CoalitionPlan
+
+    Examples
+    --------
+    >>> w = np.array([1.0, 2.0, 3.0])
+    >>> game = lambda codes: (((codes[:, None] >> np.arange(3)) & 1) @ w)[None, :]
+    >>> phi, se, plan = shapley_of_game(game, 3, 8)
+    >>> phi.round(12).tolist(), plan.exact
+    ([[1.0, 2.0, 3.0]], True)
+    """
+    plan = plan_coalitions(d, max_coalitions, rng)
+    codes = plan.masks.astype(np.int64) @ (np.int64(1) << np.arange(d, dtype=np.int64))
+    V = np.asarray(game(codes), dtype=np.float64)
+    V = V.reshape(-1, codes.size).T                                   # (K, B)
+    return plan.solve(V), plan.stderr(V), plan
