@@ -134,7 +134,8 @@ def estimator_of(e) -> str:
 def bench_dataset(name: str, models, n_train: int, n_events: int, rows: list, checks: list) -> None:
     ds, names, cnames, train, events, cat = load(name, n_train, n_events)
     d = len(names)
-    from stream.models import _budgets, _players
+    from stream.plugins.budgets import budgets as _budgets
+    from stream.plugins.groups import players as _players
 
     players = len(_players(names, _budgets(None)["exact_players"])[0])
     say(f"\n### {name}: d = {d} features, {players} players, {len(train)} training events, "
@@ -156,7 +157,7 @@ def bench_dataset(name: str, models, n_train: int, n_events: int, rows: list, ch
                 continue
             err = np.nan
             if method == "sharp-rank" and r["out"][0].extra.get("estimator") == "reference-sample":
-                from stream.models import _sharp_catalog
+                from stream.plugins.capacity import _sharp_catalog
 
                 exact = []
                 for e, got in zip(events[:6], r["out"][:6]):
@@ -167,7 +168,7 @@ def bench_dataset(name: str, models, n_train: int, n_events: int, rows: list, ch
                 from explainers.prefshap import PrefSHAP
                 import torch
 
-                from stream.models import _prefshap_for
+                from stream.plugins.gpm import _prefshap_for
 
                 _, ps32, _ = _prefshap_for(lr, ctx)
                 ps64 = PrefSHAP(lr.model, reference_items=None, max_reference=ps32.max_reference, random_state=0,
@@ -192,7 +193,8 @@ def bench_dataset(name: str, models, n_train: int, n_events: int, rows: list, ch
 def forced_checks(name, d, model, lr, events, train, cat, checks) -> None:
     """The sampled estimators of wide data, forced at d = 10 and compared with exact enumeration."""
     from explainers.prefshap import PrefSHAP
-    from stream.models import _prefshap_for, _sharp_catalog
+    from stream.plugins.capacity import _sharp_catalog
+    from stream.plugins.gpm import _prefshap_for
 
     fns = registry.explainers_for(model)
     exact_ctx = ctx_for(model, train, cat)
@@ -250,6 +252,9 @@ def main() -> None:
                     help="comma-separated (default: the three widths and tennis with contexts)")
     ap.add_argument("--out", default=None, help="write explain_wide.md / .txt here (bench/results to commit)")
     args = ap.parse_args()
+    import stream
+
+    stream.load_builtins()
     rows: list = []
     checks: list = []
     t0 = time.perf_counter()
