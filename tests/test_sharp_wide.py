@@ -48,8 +48,8 @@ def test_twenty_six_features_are_explained_not_refused():
         assert e.additivity_error().max() < 1e-9
         # null player: Kernel SHAP does not pin it at 0 (sampled orders did), but within its error bar
         se = np.asarray(e.extra["stderr"])
-        assert np.all(np.abs(e.values[:, -1]) <= 3 * se[:, -1] + 1e-12)
-        assert np.all(np.abs(e.values[:, -1]) < 0.1 * np.abs(e.values).max(axis=1))
+        assert np.all(np.abs(e.values[:, -1]) <= 4 * se[:, -1] + 1e-12)
+        assert np.all(np.abs(e.values[:, -1]) < 0.05 * np.abs(e.values).max(axis=1))
 
 
 def test_feature_groups_are_players_and_match_the_grouped_game():
