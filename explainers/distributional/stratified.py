@@ -9,7 +9,7 @@ by two numbers: its mean ``φ_i = q⁺ − q⁻``, the Shapley value of the expe
 ``u(S) = P(v(S) = 1)`` (Prop. 3.9(i)), and its probability of a change ``c_i = q⁺ + q⁻``. So
 
 * ``φ`` is the paired, size-stratified Kernel SHAP of ``u`` (:func:`explainers._coalitions.shapley_of_game`:
-  exact efficiency ``Σφ = u(Ω) − u(∅)``, honest standard errors), on three quarters of the budget;
+  exact efficiency ``Σφ = u(Ω) − u(∅)``, honest standard errors), on ``MEAN_SHARE`` of the budget;
 * the tables ``J`` — hence ``c`` and the stay probabilities — come from :func:`stratified_tables`:
   the strata whose coalitions (sizes ``s`` and ``s + 1``) are all enumerated exactly (the smallest
   and largest sizes; the Kernel SHAP plan enumerates them too, so they cost nothing more), the
@@ -38,6 +38,8 @@ __all__ = ["bernoulli_stratified", "plan_strata", "stratified_tables"]
 
 #: Share of the budget the enumerated sizes may take (the rest goes to the middle strata).
 ENUMERATE_SHARE = 0.5
+#: Share of the budget for the Kernel SHAP means (the rest for the chains of the change probabilities).
+MEAN_SHARE = 0.875
 #: Fewest i.i.d. blocks (one block = 2n chains) for standard errors and the control variate.
 MIN_BLOCKS = 4
 
@@ -67,7 +69,7 @@ def plan_strata(n: int, max_coalitions: int) -> tuple[int, int]:
 
 
 def stratified_tables(game, q: np.ndarray, max_coalitions: int, rng: np.random.Generator,
-                      k: int | None = None, blocks: int | None = None):
+                      k: int | None = None, blocks: int | None = None, cyclic: bool = True):
     """Transition tables of a discrete game, size-stratified (module notes), with standard errors.
 
     Parameters
@@ -81,6 +83,10 @@ def stratified_tables(game, q: np.ndarray, max_coalitions: int, rng: np.random.G
     rng : numpy.random.Generator
     k, blocks : int, optional
         Sizes ``0..k`` and ``n−k..n`` enumerated, and the number of chain blocks.
+    cyclic : bool
+        A block is an order's ``n`` cyclic shifts and their reverses (every player at every position
+        once per half); ``False``: an order and its reverse, each middle pair weighted by ``n`` (its
+        inverse probability of falling in a given position) — cheaper blocks for small budgets.
 
     Returns
     -------
@@ -104,20 +110,21 @@ def stratified_tables(game, q: np.ndarray, max_coalitions: int, rng: np.random.G
             Si = S[(S >> i) & 1 == 0]
             ex_wo.append(Si), ex_wi.append(Si | (1 << i)), ex_pl.append(np.full(Si.size, i)), ex_wt.append(np.full(Si.size, w))
     # ---- chain blocks for the middle strata s = k .. n − k − 1
-    idx = (np.arange(n)[None, :] + np.arange(n)[:, None]) % n                   # cyclic shifts
+    shifts = n if cyclic else 1
+    idx = (np.arange(n)[None, :] + np.arange(shifts)[:, None]) % n             # cyclic shifts
     perms = []
     for _ in range(B):
         pi = rng.permutation(n)
         fwd = pi[idx]
         perms.append(np.concatenate([fwd, fwd[:, ::-1]]))
-    P = np.concatenate(perms) if B else np.zeros((0, n), np.int64)           # (B·2n, n)
+    P = np.concatenate(perms) if B else np.zeros((0, n), np.int64)           # (B·2·shifts, n)
     chains = np.concatenate([np.zeros((P.shape[0], 1), np.int64),
                              np.cumsum(np.left_shift(1, P, dtype=np.int64), axis=1)], axis=1)
     pos = np.arange(k + 1, n - k + 1)                                          # positions t (1-based)
     mid_wo, mid_wi = chains[:, pos - 1], chains[:, pos]
     mid_pl = P[:, pos - 1]
     mid_s = np.broadcast_to(pos - 1, mid_pl.shape)
-    mid_blk = np.repeat(np.arange(B), 2 * n)[:, None] * np.ones_like(mid_pl)
+    mid_blk = np.repeat(np.arange(B), 2 * shifts)[:, None] * np.ones_like(mid_pl)
     codes = np.concatenate([np.concatenate(list(by_size.values())), chains[:, k + 1:n - k].reshape(-1)])
     uniq, inv = np.unique(codes, return_inverse=True)
     params = game.params(coalitions_from_integers(uniq, n))
@@ -145,7 +152,8 @@ def stratified_tables(game, q: np.ndarray, max_coalitions: int, rng: np.random.G
     wo, wi = look(mid_wo.reshape(-1)), look(mid_wi.reshape(-1))
     tabs = fam.pair_joint(params[wi], params[wo]).reshape(-1, d * d)
     Y = np.zeros((B, n, d * d))
-    np.add.at(Y, (mid_blk.reshape(-1), mid_pl.reshape(-1)), (q[mid_s.reshape(-1)] / 2.0)[:, None] * tabs)
+    wmid = q[mid_s.reshape(-1)] * (n / shifts) / 2.0
+    np.add.at(Y, (mid_blk.reshape(-1), mid_pl.reshape(-1)), wmid[:, None] * tabs)
 
     Ym = Y.mean(axis=0)
     R = Y - Ym
@@ -180,16 +188,18 @@ def bernoulli_stratified(game, max_coalitions: int, rng: np.random.Generator) ->
         def params(masks):
             return params_of(masks.astype(np.int64) @ (np.int64(1) << np.arange(n, dtype=np.int64)))
 
-    budget_mean = max(4, (3 * int(max_coalitions)) // 4)
+    budget_mean = max(4, int(MEAN_SHARE * int(max_coalitions)))
     phi, se_phi, plan = shapley_of_game(lambda codes: params_of(codes)[None, :].astype(np.float64), n, budget_mean, rng)
     phi, se_phi = phi[0], se_phi[0]
     sizes = plan.masks[2:2 + plan.n_fixed].sum(axis=1)
     small = sizes[2 * sizes <= n]
     k = int(small.max()) if small.size else 0                      # sizes 0..k and n−k..n are in the cache
     k = min(k, (n - 2) // 2)
-    cost = 2 * n * max(n - 2 * k - 1, 1)
-    blocks = max(2, (int(max_coalitions) - len(cache)) // cost)
-    r = stratified_tables(Cached, np.full(n, 1.0 / n), int(max_coalitions), rng, k=k, blocks=blocks)
+    left = int(max_coalitions) - len(cache)
+    pair_cost = 2 * max(n - 2 * k - 1, 1)                         # new evaluations of an order and its reverse
+    cyclic = left >= MIN_BLOCKS * n * pair_cost
+    blocks = max(2, left // (pair_cost * (n if cyclic else 1)))
+    r = stratified_tables(Cached, np.full(n, 1.0 / n), int(max_coalitions), rng, k=k, blocks=blocks, cyclic=cyclic)
     T, Tse = r["transition"], r["stderr"]
     c = np.clip(np.maximum(T[:, 0, 1] + T[:, 1, 0], np.abs(phi)), 0.0, 1.0)
     stay = T[:, 0, 0] + T[:, 1, 1]
