@@ -16,8 +16,9 @@ calls it (``fn(learner, [event], ctx)``, default budgets of :mod:`stream.setting
 
 At d = 10 each *sampled* estimator the stream uses beyond its exact budget is forced and compared with
 exact enumeration, at about half the coalitions of the game (the regime of d = 12 under the default
-budget of 2048): Pref-SHAP Kernel SHAP coalitions, distributional Monte Carlo (capacity and GPM
-games) and ShaRP permutation sampling (rank and pairwise). ``max_rel_err_d12`` is the largest of those
+budget of 2048, with a quarter of its evaluations): Pref-SHAP's and ShaRP's (rank and pairwise)
+paired size-stratified Kernel SHAP, and the stratified distributional values (capacity and GPM
+games). ``max_rel_err_d12`` is the largest of those
 errors. (On the three data sets the stream itself enumerates exactly after grouping.)
 
 Last line: ``methods_at_d26=… min_rate_d26=… max_rel_err_d12=… efficiency_err=…``.
@@ -128,6 +129,10 @@ def estimator_of(e) -> str:
         est += f" ({x.get('n_permutations')} orders)"
     if est == "monte-carlo":
         est += f" ({x.get('n_samples')} samples)"
+    if est == "stratified":
+        est += f" ({x.get('n_samples')} chains)"
+    if est == "kernel-shap-paired":
+        est += f" ({x.get('n_coalitions')} coalitions)"
     return est
 
 
@@ -188,6 +193,8 @@ def bench_dataset(name: str, models, n_train: int, n_events: int, rows: list, ch
                 f"p99 {rows[-1][8]:6.1f} ms  wall p50 {rows[-1][9]:6.1f} ms  err {err:.2g}  eff {eff:.1e}")
         if d == 10:
             forced_checks(name, d, model, lr, events, train, cat, checks)
+        if name == "pokemon" and model == "gpm":
+            d12_checks(name, lr, events, train, cat, checks)
 
 
 def forced_checks(name, d, model, lr, events, train, cat, checks) -> None:
@@ -214,7 +221,7 @@ def forced_checks(name, d, model, lr, events, train, cat, checks) -> None:
             f"efficiency {max(effs):.1e}, {np.mean(cpu) * 1e3:.1f} ms CPU (incl. exact)")
 
     small = {"exact_players": 4, "max_coalitions": 512}   # half the 2^10 coalitions: the regime of d = 12 at 2048
-    check("distributional-bernoulli", "Monte Carlo",
+    check("distributional-bernoulli", "stratified",
           lambda e: (fns["distributional-bernoulli"](lr, [e], ctx_for(model, train, cat, small)),
                      fns["distributional-bernoulli"](lr, [e], exact_ctx).values), small)
     if model == "capacity":
@@ -228,8 +235,8 @@ def forced_checks(name, d, model, lr, events, train, cat, checks) -> None:
                 return ex.explain_pairwise(pr, "rank", seed=0), full.explain_pairwise(pr, "rank").values
             return ex.explain([n], "rank", seed=0), full.explain([n], "rank").values
 
-        check("sharp-rank", "permutation sampling", lambda e: sharp(e, False), small)
-        check("sharp-pairwise", "permutation sampling", lambda e: sharp(e, True), small)
+        check("sharp-rank", "Kernel SHAP", lambda e: sharp(e, False), small)
+        check("sharp-pairwise", "Kernel SHAP", lambda e: sharp(e, True), small)
     else:
         _, ps, _ = _prefshap_for(lr, exact_ctx)
         kern = PrefSHAP(lr.model, reference_items=None, max_reference=ps.max_reference, random_state=0,
@@ -242,6 +249,55 @@ def forced_checks(name, d, model, lr, events, train, cat, checks) -> None:
             return kern.explain_duels(XL, XR), ps.explain_duels(XL, XR).values
 
         check("pref-shap", "Kernel SHAP", pref, {"max_coalitions": 128})   # swd duels vary in <= 8 features
+
+
+def d12_checks(name, lr, events, train, cat, checks) -> None:
+    """d = 12 under the default budget: Pokémon's GPM with 12 players (the 8 numeric features and the
+    18 type indicators in 4 groups), sampled (2048 coalitions) against exact (4096)."""
+    from explainers.distributional import explain_preference
+    from explainers.prefshap import PrefSHAP
+    from stream.plugins.gpm import _duel_arrays, _prefshap_for
+    from stream.plugins.groups import on_features
+
+    names = list(lr.model.feature_names)
+    types = [f for f in names if f.startswith("type_")]
+    groups = {f"types{i}": types[i::4] for i in range(4)}
+    pl = [f for f in names if f not in types] + list(groups)
+    member = np.array([[f == p for f in names] if p not in groups else [f in groups[p] for f in names] for p in pl])
+    _, ps, _ = _prefshap_for(lr, ctx_for("gpm", train, cat))
+    budget = {"max_coalitions": 2048}
+    kern = PrefSHAP(lr.model, reference_items=None, max_reference=ps.max_reference, random_state=0,
+                    max_coalitions=2048, feature_groups=groups, dtype=ps.dtype)
+    full = PrefSHAP(lr.model, reference_items=None, max_reference=ps.max_reference, random_state=0,
+                    max_coalitions=4096, feature_groups=groups, dtype=ps.dtype)
+    kern._ref = full._ref = ps._ref
+
+    def check(method, label, run):
+        errs, effs, cpu, kinds = [], [], [], []
+        for e in events[:8]:
+            c0 = time.thread_time()
+            got, want = run(e)
+            cpu.append(time.thread_time() - c0)
+            errs.append(rel_err(got.values, want))
+            effs.append(float(np.max(got.additivity_error())))
+            kinds.append(estimator_of(got))
+        kinds = ", ".join(sorted(set(kinds), key=kinds.index))
+        checks.append((name, 12, "gpm", method, f"{label} (12 players): {kinds}; budgets {budget}", max(errs), max(effs)))
+        say(f"  d=12 {method} {label}: rel err max {max(errs):.3g} (mean {np.mean(errs):.3g}), "
+            f"efficiency {max(effs):.1e}, {np.mean(cpu) * 1e3:.1f} ms CPU (incl. exact)")
+
+    def dist(e):
+        XL, XR, U = _duel_arrays(lr.model, [e])
+        nu = on_features(lambda C: ps.coalition_values(C, XL, XR, U)[:, 0], member)
+        got = explain_preference(nu, pl, random_state=0, method="stratified", max_coalitions=2048)
+        return got, explain_preference(nu, pl, method="exact").values
+
+    def pref(e):
+        XL, XR, _ = _duel_arrays(lr.model, [e])
+        return kern.explain_duels(XL, XR), full.explain_duels(XL, XR).values
+
+    check("distributional-bernoulli", "stratified", dist)
+    check("pref-shap", "Kernel SHAP", pref)
 
 
 def main() -> None:

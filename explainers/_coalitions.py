@@ -24,6 +24,7 @@ Section 2.2 Eq. 3, Algorithm 1, Appendix A Algorithm 2.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -294,6 +295,7 @@ class CoalitionPlan:
     n_fixed: int = 0
     pair_strata: np.ndarray | None = None
     stratum_pairs: np.ndarray | None = None
+    regression_adjust: bool = True
 
     @property
     def n_coalitions(self) -> int:
@@ -324,9 +326,40 @@ class CoalitionPlan:
         v = np.asarray(values, dtype=np.float64).reshape(self.n_coalitions, -1)
         if self.exact:
             return exact_shapley(v, self.d)
+        v, phi_f = self._adjusted(v)
         v0, v1 = v[0], v[1]
         Z = self.masks[2:]
-        return constrained_wls(Z, v[2:] - v0[None, :], self._weights(), v1 - v0)
+        return phi_f + constrained_wls(Z, v[2:] - v0[None, :], self._weights(), v1 - v0)
+
+    def _adjusted(self, v: np.ndarray, want_leverage: bool = False):
+        """Regression adjustment (Witter, Musco et al. 2025, *Regression-adjusted Monte Carlo estimators
+        for Shapley values*): fit a game with pairwise interactions f̂(S) = c + Σ a_i + Σ_{i<j∈S} b_ij by
+        weighted least squares on the evaluated coalitions; its Shapley values a_i + ½Σ_j b_ij are
+        exact, and Kernel SHAP then only estimates those of the residual game ν − f̂. Returns the
+        residual values and φ(f̂) (zeros, and ``v`` unchanged, when the fit has fewer than four
+        coalitions per parameter or ``regression_adjust`` is off)."""
+        d = self.d
+        terms = [c for k in (1, 2, 3) for c in itertools.combinations(range(d), k)]
+        n_par = 1 + len(terms)
+        zero = np.zeros((v.shape[1], d))
+        if not self.regression_adjust or self.n_coalitions < 4 * n_par:
+            return (v, zero, np.zeros(v.shape[0])) if want_leverage else (v, zero)
+        Z = self.masks.astype(np.float64)
+        X = np.ones((Z.shape[0], n_par))
+        for t, c in enumerate(terms):
+            X[:, 1 + t] = Z[:, list(c)].prod(axis=1)
+        w = self._weights()
+        w = np.concatenate([[w.max(), w.max()], w])
+        A = X.T @ (w[:, None] * X)
+        A[np.diag_indices_from(A)] += 1e-9 * np.trace(A) / n_par
+        beta = np.linalg.solve(A, X.T @ (w[:, None] * v))                      # (n_par, n_games)
+        share = np.zeros((d, n_par))                                           # Shapley of a term: b/|term| each
+        for t, c in enumerate(terms):
+            share[list(c), 1 + t] = 1.0 / len(c)
+        if want_leverage:
+            h = np.einsum("kp,kp->k", X @ np.linalg.inv(A), X) * w             # leverage of each row
+            return v - X @ beta, (share @ beta).T, np.clip(h, 0.0, 0.99)
+        return v - X @ beta, (share @ beta).T
 
     def _weights(self) -> np.ndarray:
         """Kernel SHAP weight of each sampled row, times its inverse inclusion rate (``row_scale``)."""
@@ -358,10 +391,12 @@ class CoalitionPlan:
         v = np.asarray(values, dtype=np.float64).reshape(self.n_coalitions, -1)
         if self.exact:
             return np.zeros((v.shape[1], self.d))
+        v, _, lev = self._adjusted(v, want_leverage=True)             # φ(f̂) is exact: only the residual game varies
         Z = self.masks[2:].astype(np.float64)
         w = self._weights()
         y = v[2:] - v[0][None, :]
-        r = y - Z @ self.solve(v).T                                   # (K, n_games) residuals
+        r = y - Z @ constrained_wls(Z, y, w, v[1] - v[0]).T          # (K, n_games) residuals
+        r = r / (1.0 - lev[2:, None])                                 # HC3: the fit of f̂ shrank them
         A = Z.T @ (w[:, None] * Z)
         Ainv = np.linalg.pinv(A)
         a1 = Ainv.sum(axis=1)
