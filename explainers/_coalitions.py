@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
@@ -296,6 +296,7 @@ class CoalitionPlan:
     pair_strata: np.ndarray | None = None
     stratum_pairs: np.ndarray | None = None
     regression_adjust: bool = True
+    _fit: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_coalitions(self) -> int:
@@ -344,22 +345,30 @@ class CoalitionPlan:
         zero = np.zeros((v.shape[1], d))
         if not self.regression_adjust or self.n_coalitions < 4 * n_par:
             return (v, zero, np.zeros(v.shape[0])) if want_leverage else (v, zero)
-        Z = self.masks.astype(np.float64)
-        X = np.ones((Z.shape[0], n_par))
-        for t, c in enumerate(terms):
-            X[:, 1 + t] = Z[:, list(c)].prod(axis=1)
-        w = self._weights()
-        w = np.concatenate([[w.max(), w.max()], w])
-        A = X.T @ (w[:, None] * X)
-        A[np.diag_indices_from(A)] += 1e-9 * np.trace(A) / n_par
-        beta = np.linalg.solve(A, X.T @ (w[:, None] * v))                      # (n_par, n_games)
-        share = np.zeros((d, n_par))                                           # Shapley of a term: b/|term| each
-        for t, c in enumerate(terms):
-            share[list(c), 1 + t] = 1.0 / len(c)
-        if want_leverage:
-            h = np.einsum("kp,kp->k", X @ np.linalg.inv(A), X) * w             # leverage of each row
-            return v - X @ beta, (share @ beta).T, np.clip(h, 0.0, 0.99)
-        return v - X @ beta, (share @ beta).T
+        if self._fit is None:                       # depends on the plan only: once per plan
+            Z = self.masks.astype(np.float64)
+            X = np.ones((Z.shape[0], n_par))
+            for t, c in enumerate(terms):
+                X[:, 1 + t] = Z[:, list(c)].prod(axis=1)
+            w = self._weights()
+            w = np.concatenate([[w.max(), w.max()], w])
+            A = X.T @ (w[:, None] * X)
+            A[np.diag_indices_from(A)] += 1e-9 * np.trace(A) / n_par
+            share = np.zeros((d, n_par))                                       # Shapley of a term: b/|term| each
+            for t, c in enumerate(terms):
+                share[list(c), 1 + t] = 1.0 / len(c)
+            self._fit = {"X": X, "w": w, "L": np.linalg.cholesky(A), "share": share}
+        f = self._fit
+        X, L = f["X"], f["L"]
+        rhs = X.T @ (f["w"][:, None] * v)
+        beta = scipy.linalg.cho_solve((L, True), rhs, check_finite=False)   # (n_par, n_games)
+        out = (v - X @ beta, (f["share"] @ beta).T)
+        if not want_leverage:
+            return out
+        if "h" not in f:                                                       # leverage of each row
+            B = scipy.linalg.solve_triangular(L, X.T, lower=True, check_finite=False)
+            f["h"] = np.clip(f["w"] * np.einsum("pk,pk->k", B, B), 0.0, 0.99)
+        return out + (f["h"],)
 
     def _weights(self) -> np.ndarray:
         """Kernel SHAP weight of each sampled row, times its inverse inclusion rate (``row_scale``)."""
