@@ -337,13 +337,13 @@ class CoalitionPlan:
         for Shapley values*): fit a game with pairwise interactions f̂(S) = c + Σ a_i + Σ_{i<j∈S} b_ij by
         weighted least squares on the evaluated coalitions; its Shapley values a_i + ½Σ_j b_ij are
         exact, and Kernel SHAP then only estimates those of the residual game ν − f̂. Returns the
-        residual values and φ(f̂) (zeros, and ``v`` unchanged, when the fit has fewer than four
+        residual values and φ(f̂) (zeros, and ``v`` unchanged, when the plan has fewer than 2.5
         coalitions per parameter or ``regression_adjust`` is off)."""
         d = self.d
         terms = [c for k in (1, 2, 3) for c in itertools.combinations(range(d), k)]
         n_par = 1 + len(terms)
         zero = np.zeros((v.shape[1], d))
-        if not self.regression_adjust or self.n_coalitions < 4 * n_par:
+        if not self.regression_adjust or self.n_coalitions < 2.5 * n_par:
             return (v, zero, np.zeros(v.shape[0])) if want_leverage else (v, zero)
         if self._fit is None:                       # depends on the plan only: once per plan
             Z = self.masks.astype(np.float64)
@@ -406,6 +406,10 @@ class CoalitionPlan:
         y = v[2:] - v[0][None, :]
         r = y - Z @ constrained_wls(Z, y, w, v[1] - v[0]).T          # (K, n_games) residuals
         r = r / (1.0 - lev[2:, None])                                 # HC3: the fit of f̂ shrank them
+        drawn = Z.shape[0] - self.n_fixed
+        n_par = self._fit["X"].shape[1] if (self._fit is not None and lev.any()) else 0
+        if n_par:                                                     # and the residual degrees of freedom
+            r = r * np.sqrt(drawn / max(drawn - n_par, 1.0))
         A = Z.T @ (w[:, None] * Z)
         Ainv = np.linalg.pinv(A)
         a1 = Ainv.sum(axis=1)
