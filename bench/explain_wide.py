@@ -366,7 +366,7 @@ def main() -> None:
                 "runs enumerates exactly (Pokémon after grouping the 18 type indicators into one player); the "
                 "second table forces the sampled estimators used beyond the exact budget and compares them "
                 "with exact enumeration at half the coalitions of d = 10 (512 evaluations, a quarter of the "
-                "default budget: too few for the regression adjustment) and at d = 12 with the default budget "
+                "default budget) and at d = 12 with the default budget "
                 "of 2048 (Pokémon's GPM with 12 players; `max_rel_err_d12_at_2048`). Pref-SHAP drops players "
                 "constant in the duel, so at 12 players it is mostly exact.", ""]
         (out / "explain_wide.md").write_text("\n".join(head + LINES) + "\n", encoding="utf-8")
