@@ -28,7 +28,7 @@ def _pack_unique(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def distributional_value(game: StochasticGame, structure="shapley", *, method: str = "auto",
                          n_samples: int = 2000, random_state=None, max_exact_players: int = 16,
-                         chunk: int = 65536):
+                         chunk: int = 65536, max_coalitions: int = 2048):
     """Distributional value of every player (Franceschi et al. 2024, Definition 3.3, Eq. 5 and Eq. 7).
 
     Marginal contributions are analytic given the shared noise (Sec. 3.1); the remaining average
@@ -40,13 +40,19 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
     structure : str or CoalitionStructure
         ``"shapley"`` (default), ``"banzhaf"``, ``"random-order"`` or an instance of
         :class:`Semivalue`, :class:`RandomOrderValue`, :class:`ExplicitCoalitionStructure`.
-    method : {"auto", "exact", "monte-carlo"}
+    method : {"auto", "exact", "monte-carlo", "stratified"}
         ``"exact"`` enumerates all ``2^n`` coalitions (one payoff evaluation each); ``"monte-carlo"``
         draws ``n_samples`` coalition samples shared across players (permutations for random-order
         values, size + permutation for semivalues: ``n + 1`` evaluations per sample) and reports
-        standard errors. ``"auto"`` = exact if ``n <= 12``.
+        standard errors. ``"stratified"`` (semivalues of discrete games; others fall back to
+        ``"monte-carlo"``) — Shapley values of Bernoulli games: Kernel SHAP of the expectation game
+        for the means, size-stratified permutation chains for the change probabilities, within
+        ``max_coalitions`` evaluations, exactly efficient (:mod:`explainers.distributional.stratified`).
+        ``"auto"`` = exact if ``n <= 12``.
     n_samples : int >= 2
         Monte Carlo samples.
+    max_coalitions : int >= 4
+        Coalition evaluations of ``"stratified"``.
     random_state : None, int or numpy.random.Generator
     max_exact_players : int
         Refuse exact enumeration above this many players.
@@ -77,13 +83,23 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
     """
     check_param("distributional_value", "game", game, isinstance(game, StochasticGame), "a StochasticGame")
     struct = get_structure(structure)
-    check_param("distributional_value", "method", method, method in ("auto", "exact", "monte-carlo"),
-                "one of 'auto', 'exact', 'monte-carlo'")
+    check_param("distributional_value", "method", method, method in ("auto", "exact", "monte-carlo", "stratified"),
+                "one of 'auto', 'exact', 'monte-carlo', 'stratified'")
     n = game.n_players
     if method == "auto":
         method = "exact" if n <= 12 else "monte-carlo"
     rng = np.random.default_rng(random_state)
     fam = game.family
+    if method == "stratified":
+        check_param("distributional_value", "max_coalitions", max_coalitions,
+                    isinstance(max_coalitions, (int, np.integer)) and max_coalitions >= 4, "an int >= 4")
+        if 2 ** n <= max_coalitions and n <= max_exact_players:
+            method = "exact"
+        elif struct.name == "shapley" and fam.name == "bernoulli" and n <= 62:
+            return _stratified(game, struct, int(max_coalitions), rng)
+        else:
+            method = "monte-carlo"
+            n_samples = max(16, int(max_coalitions) // (n + 1))
     if method == "exact":
         if n > max_exact_players:
             raise BudgetError(
@@ -134,6 +150,18 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
     if fam.discrete:
         return _aggregate_discrete(game, params, wo, wi, player, wt, sample, T, n, chunk, base, pred, common)
     return _aggregate_gaussian(game, params, wo, wi, player, wt, T, n, base, pred, common)
+
+
+def _stratified(game, struct, max_coalitions, rng):
+    """:func:`explainers.distributional.stratified.bernoulli_stratified` wrapped as a value object."""
+    from explainers.distributional.stratified import bernoulli_stratified
+
+    r = bernoulli_stratified(game, max_coalitions, rng)
+    return DiscreteDistributionalValue(
+        transition=r["transition"], family=game.family.name, classes=list(game.classes),
+        feature_names=list(game.feature_names), stderr=r["stderr"], mean_stderr=r["mean_stderr"],
+        base=r["base"], prediction=r["prediction"], structure=struct.name, estimator="stratified",
+        n_samples=r["n_chains"], efficient=True)
 
 
 _TABLE_BUDGET = 2 ** 22  # table entries per vectorised block (32 MiB of float64)

@@ -6,10 +6,11 @@ record's ``extra["budgets"]`` says what was used (:func:`with_budgets`). Data wi
 ``exact_players`` features have their one-hot groups (:mod:`stream.plugins.groups`) explained as
 one player each by Pref-SHAP, ShaRP and the distributional values. Up to ``exact_players``
 players (or while 2^players ≤ ``max_coalitions``) every coalition is enumerated (exact); above,
-Pref-SHAP samples ``max_coalitions`` unique coalitions (Kernel SHAP, Hu, Chau et al. 2022,
-Algorithm 2), the distributional values use Monte Carlo within about ``max_coalitions``
-coalition evaluations, and ShaRP samples permutations of the players (``extra.estimator`` =
-``"permutation-sampling"``, with standard errors). The reference sample (Pref-SHAP's CME
+Pref-SHAP and ShaRP evaluate ``max_coalitions`` coalitions (the smallest and largest sizes
+enumerated, complementary pairs drawn among the middle ones; Kernel SHAP with exact efficiency,
+``extra.estimator`` = ``"kernel-shap"`` / ``"kernel-shap-paired"`` with standard errors), the
+Bernoulli distributional values the stratified estimator within about ``max_coalitions`` coalition
+evaluations (categorical ones Monte Carlo). The reference sample (Pref-SHAP's CME
 catalog, ShaRP's removal distribution) has ``reference_size`` items.
 
 Examples
@@ -17,7 +18,7 @@ Examples
 >>> dist_options(4)
 {'method': 'exact'}
 >>> dist_options(26)
-{'method': 'monte-carlo', 'n_samples': 75}
+{'method': 'stratified', 'max_coalitions': 2048}
 >>> budgets(None)["max_coalitions"]
 2048
 """
@@ -48,19 +49,24 @@ def budgets(ctx) -> dict:
     return b
 
 
-def dist_options(d: int, budget: dict | None = None) -> dict:
-    """``method`` / ``n_samples`` keywords for distributional values of a ``d``-player game within the budget.
+def dist_options(d: int, budget: dict | None = None, family: str = "bernoulli") -> dict:
+    """``method`` / budget keywords for distributional values of a ``d``-player game within the budget.
+
+    Bernoulli games above the exact budget use the ``"stratified"`` estimator (Kernel SHAP means,
+    exactly efficient; :mod:`explainers.distributional.stratified`), other families Monte Carlo.
 
     Examples
     --------
     >>> dist_options(11)["method"], dist_options(12)["method"]    # 2^11 coalitions fit the default budget
-    ('exact', 'monte-carlo')
-    >>> dist_options(200)["n_samples"]      # never fewer than 16 samples
+    ('exact', 'stratified')
+    >>> dist_options(200, family="categorical")["n_samples"]      # never fewer than 16 samples
     16
     """
     b = budget or budgets(None)
     if d <= b["exact_players"] or 2 ** d <= b["max_coalitions"]:
         return {"method": "exact"}
+    if family == "bernoulli":
+        return {"method": "stratified", "max_coalitions": b["max_coalitions"]}
     return {"method": "monte-carlo", "n_samples": max(16, b["max_coalitions"] // (d + 1))}
 
 

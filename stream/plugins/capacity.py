@@ -156,8 +156,8 @@ def _sharp_catalog(learner, examples, ctx):
     Exact ShaRP scores ``2^players × catalog`` hybrid rows per explained item; the catalog is the
     reference sample, cut to ``12 · max_coalitions / 2^players`` items (at least 16) when that is
     smaller than ``reference_size`` (Pokémon, 9 players: 48 items), so exact enumeration fits the
-    budget. Above ``exact_players`` players (at most 20) orders are sampled (``n_permutations`` =
-    ``max_coalitions / players``).
+    budget. Above ``exact_players`` players (at most 20) ``max_coalitions`` coalitions are evaluated
+    (paired, size-stratified Kernel SHAP; :func:`explainers._coalitions.shapley_of_game`).
     """
     from explainers.sharp import SharpExplainer, learner_score_fn
 
@@ -174,7 +174,7 @@ def _sharp_catalog(learner, examples, ctx):
     X = np.concatenate([ref, XL, XR])
     ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names, feature_groups=groups or None,
                         max_exact_players=exact_players, score_rows=512,
-                        n_permutations=max(4, b["max_coalitions"] // max(n_players, 1)))
+                        max_coalitions=b["max_coalitions"])
     return ex, len(ref), len(examples), b
 
 

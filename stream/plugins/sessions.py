@@ -68,7 +68,7 @@ def session_categorical(learner, examples, ctx) -> Explanation:
     target = ids.index(s["clicked"][0]) if s.get("clicked") and s["clicked"][0] in ids else None
     e = explain_choice(choice_utilities(learner, names), items, items.mean(axis=0), feature_names=names, item_names=ids,
                        target=target, random_state=0, instance_id=str(s.get("session_id", "")),
-                       **dist_options(len(names), budgets(ctx)))
+                       **dist_options(len(names), budgets(ctx), family="categorical"))
     return with_budgets(tile(e, len(examples)), budgets(ctx))
 
 
