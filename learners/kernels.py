@@ -8,6 +8,8 @@ the structure Pref-SHAP needs (Hu, Chau et al. 2022, Section 3). On pairs of ite
 
 * the generalised preferential kernel (Hu, Chau et al. 2022, Section 2.1; Chau et al. 2022)
   :math:`k_E((a,b),(c,d)) = k(a,c)k(b,d) - k(a,d)k(b,c)` — :func:`pref_kernel`;
+  with an optional constant ``c`` in the item kernel, :math:`(c + k)/\\sqrt{1 + c}`, it becomes
+  :math:`(k_E + c\\,k_{UPM})/(1 + c)` (so its RKHS also holds UPM's :math:`f(a) - f(b)`);
 * the context kernel of C-GPM, :math:`k_U(u,v)\\,k_E((a,b),(c,d))` — :func:`context_pref_kernel`;
 * the utility (UPM) kernel :math:`k(a,c)+k(b,d)-k(a,d)-k(b,c)`, whose RKHS holds exactly the
   functions :math:`g(a,b) = f(a)-f(b)` of Hu, Chau et al. (2022) eq. (1) — :func:`utility_pair_kernel`.
@@ -130,10 +132,11 @@ def pref_kernel(XL, XR, CL, CR, ls, constant: float = 0.0):
     """Generalised preferential kernel k_E between pairs (Hu, Chau et al. 2022, Section 2.1).
 
     ``k_E((xl, xr), (cl, cr)) = k(xl, cl) k(xr, cr) − k(xl, cr) k(xr, cl)`` with ``k`` = :func:`rbf`.
-    With ``constant = c > 0`` the item kernel is ``c + k`` and the pair kernel
-    ``(c + k)(xl,cl)(c + k)(xr,cr) − (c + k)(xl,cr)(c + k)(xr,cl) = k_E + c·k_UPM``
+    With ``constant = c > 0`` the item kernel is ``k_c = (c + k)/√(1 + c)`` and the pair kernel
+    ``k_c(xl,cl)k_c(xr,cr) − k_c(xl,cr)k_c(xr,cl) = (k_E + c·k_UPM)/(1 + c)``
     (:func:`utility_pair_kernel`), evaluated in that form (no c² cancellation); its RKHS contains
-    UPM's ``f(a) − f(b)`` as well as k_E's functions.
+    UPM's ``f(a) − f(b)`` as well as k_E's functions. The division by ``1 + c`` makes ``c`` a mixing
+    weight at a fixed penalty: ``c = 0`` is k_E, ``c → ∞`` tends to the UPM kernel.
 
     Parameters
     ----------
@@ -144,7 +147,7 @@ def pref_kernel(XL, XR, CL, CR, ls, constant: float = 0.0):
     ls : tensor or array of shape (d,)
         Length-scales.
     constant : float, default 0.0
-        ``c ≥ 0`` added to the item kernel.
+        ``c ≥ 0``: item kernel ``(c + k)/√(1 + c)``.
 
     Returns
     -------
@@ -159,7 +162,7 @@ def pref_kernel(XL, XR, CL, CR, ls, constant: float = 0.0):
     """
     K = rbf(XL, CL, ls) * rbf(XR, CR, ls) - rbf(XL, CR, ls) * rbf(XR, CL, ls)
     if constant:
-        K = K + constant * utility_pair_kernel(XL, XR, CL, CR, ls)
+        K = (K + constant * utility_pair_kernel(XL, XR, CL, CR, ls)) / (1.0 + constant)
     return K
 
 
@@ -170,7 +173,7 @@ def context_pref_kernel(XL, XR, U, CL, CR, CU, ls, ls_context, constant: float =
     ----------
     XL, XR : (n, d);  U : (n, p);  CL, CR : (m, d);  CU : (m, p)
     ls : (d,) item length-scales;  ls_context : (p,) context length-scales;
-    constant : ``c ≥ 0`` added to the item kernel (see :func:`pref_kernel`).
+    constant : ``c ≥ 0`` of the item kernel ``(c + k)/√(1 + c)`` (see :func:`pref_kernel`).
 
     Returns
     -------
@@ -240,7 +243,7 @@ class PairKernel:
     context_lengthscales : tensor of shape (p,) or None
         Context length-scales (``kind="cgpm"`` only).
     constant : float, default 0.0
-        ``c ≥ 0`` added to the item kernel of ``"gpm"`` / ``"cgpm"``: pair kernel ``k_E + c·k_UPM``
+        ``c ≥ 0`` of the item kernel ``(c + k)/√(1 + c)`` of ``"gpm"`` / ``"cgpm"``: pair kernel ``(k_E + c·k_UPM)/(1 + c)``
         (see :func:`pref_kernel`); must be 0 for ``"upm"``.
 
     Calling ``kernel(Z1, Z2)`` returns the (n1, n2) kernel matrix as a tensor on ``Z1``'s device.
@@ -293,7 +296,7 @@ class PairKernel:
         upm = (k_ll + k_rr - k_lr - k_rl).mul_(float(self.constant)) if self.constant else None
         K = k_ll.mul_(k_rr).sub_(k_lr.mul_(k_rl))
         if upm is not None:
-            K.add_(upm)
+            K.add_(upm).div_(1.0 + float(self.constant))
         if self.kind == "cgpm":
             lsu = self.context_lengthscales.to(dtype=Z1.dtype, device=Z1.device)
             K.mul_(torch.exp(-0.5 * _sqdist_scaled(Z1[:, 2 * d:], Z2[:, 2 * d:], lsu)))

@@ -1,4 +1,4 @@
-"""Pref-SHAP for a GPM whose item kernel has a constant term, c + k_RBF (pair kernel k_E + c·k_UPM).
+"""Pref-SHAP for a GPM whose item kernel has a constant term, (c + k_RBF)/√(1+c) (pair kernel (k_E + c·k_UPM)/(1+c)).
 
 The value function is checked against the independent brute-force oracle of ``tests/test_prefshap.py``
 (Σ_i Σ_j β_i β_j g(hybrids), model.decision_function on hybrid items) to 1e-8, for the normalised
@@ -27,13 +27,13 @@ C = 0.7
 
 
 class ConstGPM(StandInGPM):
-    """g(a,b) = Σ α_m [(c + k)(a,cl)(c + k)(b,cr) − (c + k)(a,cr)(c + k)(b,cl)], written out literally."""
+    """g(a,b) = Σ α_m [k_c(a,cl)k_c(b,cr) − k_c(a,cr)k_c(b,cl)], k_c = (c + k)/√(1+c), written out literally."""
 
     item_constant_ = C
 
     def _terms(self, L, R):
         ls, c = self.lengthscales_, self.item_constant_
-        k = lambda A, B: c + _k(A, B, ls)   # noqa: E731
+        k = lambda A, B: (c + _k(A, B, ls)) / np.sqrt(1 + c)   # noqa: E731
         return k(L, self.centres_left_) * k(R, self.centres_right_) - k(L, self.centres_right_) * k(R, self.centres_left_)
 
 
@@ -57,7 +57,7 @@ def gpm(data):
 
 @pytest.mark.parametrize("normalize", [True, False])
 def test_value_function_matches_bruteforce_with_constant(data, gpm, normalize):
-    """ν̂_S = Σ_m α_m [(cΣβ(x^ℓ) + Γ_S(c^ℓ_m,x^ℓ))(cΣβ(x^r) + Γ_S(c^r_m,x^r)) − …] equals the oracle."""
+    """ν̂_S = Σ_m α_m [(cΣβ(x^ℓ) + Γ_S(c^ℓ_m,x^ℓ))(cΣβ(x^r) + Γ_S(c^r_m,x^r)) − …]/(1+c) equals the oracle."""
     items, XL, XR, _ = data
     ref = items[:15]
     Z = all_coalitions(4)

@@ -57,12 +57,13 @@ class _Space:
         """Γ over the distinct centres (cb, T, M_u) → one (cb, T, M) tensor per centre set.
 
         With ``constant = c`` (a space built with ``mass=True``) each entry is the conditional mean of
-        the item kernel c + k instead of k: c·Σβ(x) + Γ_S(c_m, x) (docs/prefshap.md).
+        the item kernel (c + k)/√(1 + c) instead of k: (c·Σβ(x) + Γ_S(c_m, x))/√(1 + c) (docs/prefshap.md).
         """
         if constant:
             if not self.mass:
                 raise InvalidInputError("internal: a constant item-kernel term needs a _Space built with mass=True.")
-            return [G[..., m] + constant * G[..., -1:] for m in self.maps]
+            r = 1.0 / float(np.sqrt(1.0 + constant))
+            return [(G[..., m] + constant * G[..., -1:]).mul_(r) for m in self.maps]
         return [G[..., m] for m in self.maps]          # advanced indexing: ~6x faster than index_select(2)
 
     def centre_kernel(self, eng: "_Engine", A: torch.Tensor, Zc: torch.Tensor) -> torch.Tensor:

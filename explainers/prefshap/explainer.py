@@ -429,7 +429,7 @@ class PrefSHAP:
 
     def _xi(self, eng: _Engine, XL: np.ndarray, XR: np.ndarray) -> torch.Tensor:
         """Ξ_m(x^ℓ_p, x^r_p) = k(x^ℓ,c^ℓ_m)k(x^r,c^r_m) − k(x^ℓ,c^r_m)k(x^r,c^ℓ_m): (M, P), with the item
-        kernel c + k when the model has a constant (= k_E + c·k_UPM)."""
+        kernel (c + k)/√(1 + c) when the model has a constant (= (k_E + c·k_UPM)/(1 + c))."""
         p = self._p
         ls = p.ls
         L = eng.tensor(np.asarray(p.transform(XL), float) / ls)
@@ -440,7 +440,7 @@ class PrefSHAP:
         kll, krr, klr, krl = k(L, cl), k(R, cr), k(L, cr), k(R, cl)
         xi = kll * krr - klr * krl
         if p.constant:
-            xi += p.constant * (kll + krr - klr - krl)
+            xi = (xi + p.constant * (kll + krr - klr - krl)) / (1.0 + p.constant)
         return xi
 
     def _require_cgpm(self):
