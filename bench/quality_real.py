@@ -33,7 +33,9 @@ n = 10/15/20, 500 test pairs, noise-free test labels) with the stream default le
 
 Speed: ``learn_many`` in batches of 500 on Pokémon, events/s, beside linear-bt (same run).
 ``--ablations`` adds one-change variants of the stream default (:data:`VARIANTS`); ``--gpm-kernels``
-adds a hold-out comparison of GPM kernels with and without a constant item-kernel term.
+adds a hold-out comparison of GPM kernels with and without a constant item-kernel term;
+``--gpm-kernels-only`` runs just that comparison (plus 5-fold CV on chameleons) and writes
+``gpm_kernels.txt`` (last line ``sets=… min_auc_auto_minus_linear=… min_auc_auto_minus_gpm=… min_auc_auto_minus_upm=…``).
 
 The last line is ``datasets=… min_gap_auc=… max_gap_logloss=… merge_gap_p12=… table1_max_gap=… events_per_s=…``
 (gap = cap-stream − linear-bt over the data sets; merge gap = AUC(P=1) − AUC(P=12) of cap-stream).
@@ -41,6 +43,7 @@ The last line is ``datasets=… min_gap_auc=… max_gap_logloss=… merge_gap_p1
 Reproduce::
 
     python bench/quality_real.py --ablations --gpm-kernels --out bench/results
+    python bench/quality_real.py --gpm-kernels-only --out bench/results
 """
 
 from __future__ import annotations
@@ -235,6 +238,30 @@ def gpm_kernels(names_sets=("chameleons", "tennis", "train", "pokemon"), max_eve
     return out
 
 
+def gpm_kernel_lines(gk: dict, gk_cv: dict | None, load: float) -> list[str]:
+    """The GPM-kernel tables (hold-out selection on every set; 5-fold CV on chameleons) and the last line."""
+    labels = tuple(GPM_KERNELS) + ("upm", "linear-bt", "cap-stream")
+    sets = [k[0] for k in gk if len(k) == 2 and k[1] == "T"]
+    out = [f"GPM item kernel (c + k_RBF)/sqrt(1+c) (pair kernel (k_E + c·k_UPM)/(1+c)); gpm+auto selects c in "
+           f"{GPM_CONSTANT_GRID} with λ and the multiplier; load average {load:.2f}", ""]
+    for sel, res in (("hold-out", gk), ("5-fold CV", gk_cv)):
+        if not res:
+            continue
+        names = [k[0] for k in res if len(k) == 2 and k[1] == "T"]
+        out += [f"| test AUC / log loss (first ≤ 4,000 events, 70/30; selection: {sel}) | " + " | ".join(labels) + " | c selected |",
+                "|---|" + "---|" * (len(labels) + 1)]
+        for name in names:
+            out.append(f"| {name} ({res[name, 'T']}) | " + " | ".join(f"{res[name, k][0]:.4f} / {res[name, k][1]:.4f}" for k in labels)
+                       + f" | {res[name, 'gpm+auto', 'c']:g} |")
+        out.append("")
+    d_lin = min(gk[n, "gpm+auto"][0] - gk[n, "linear-bt"][0] for n in sets)
+    d_gpm = min(gk[n, "gpm+auto"][0] - gk[n, "gpm"][0] for n in sets)
+    d_upm = min(gk[n, "gpm+auto"][0] - gk[n, "upm"][0] for n in sets)
+    out.append(f"sets={len(sets)} min_auc_auto_minus_linear={d_lin:.4f} min_auc_auto_minus_gpm={d_gpm:.4f} "
+               f"min_auc_auto_minus_upm={d_upm:.4f}")
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", nargs="*", default=DATASETS)
@@ -246,10 +273,23 @@ def main(argv=None) -> None:
     ap.add_argument("--ablations", action="store_true", help="also run the VARIANTS of the stream default")
     ap.add_argument("--gpm-kernels", action="store_true", help="also measure GPM with a constant item-kernel term")
     ap.add_argument("--gpm-kernel-sets", nargs="*", default=["chameleons", "tennis", "train", "pokemon"])
+    ap.add_argument("--gpm-kernels-only", action="store_true",
+                    help="only the GPM-kernel comparison (hold-out on --gpm-kernel-sets, 5-fold CV on chameleons); "
+                         "writes gpm_kernels.txt with --out")
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--speed-only", action="store_true", help="only the speed section (last line events_per_s=…)")
     ap.add_argument("--out", default=None, help="write quality.md / quality.txt into this folder")
     args = ap.parse_args(argv)
+    if args.gpm_kernels_only:
+        gk = gpm_kernels(args.gpm_kernel_sets)
+        gk_cv = gpm_kernels(("chameleons",), selection="cv") if "chameleons" in args.gpm_kernel_sets else None
+        text = gpm_kernel_lines(gk, gk_cv, os.getloadavg()[0])
+        print("\n".join(text))
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "gpm_kernels.txt"), "w") as fh:
+                fh.write("\n".join(text) + "\n")
+        return
 
     lines = []
 
@@ -327,18 +367,9 @@ def main(argv=None) -> None:
     merge_gap = mt["cap-stream", args.merge_P[0]] - mt["cap-stream", args.merge_P[-1]]
 
     if args.gpm_kernels:
-        sets = args.gpm_kernel_sets
-        gk = gpm_kernels(sets)
-        labels = tuple(GPM_KERNELS) + ("upm", "linear-bt", "cap-stream")
         emit()
-        emit(f"GPM item kernel c + k_RBF (pair kernel k_E + c·k_UPM); gpm+auto selects c in {GPM_CONSTANT_GRID} "
-             f"with λ and the multiplier by the default hold-out; load average {os.getloadavg()[0]:.2f}")
-        emit()
-        emit("| hold-out AUC / log loss (first ≤ 4,000 events, 70/30) | " + " | ".join(labels) + " | c selected |")
-        emit("|---|" + "---|" * (len(labels) + 1))
-        for name in sets:
-            emit(f"| {name} ({gk[name, 'T']}) | " + " | ".join(f"{gk[name, k][0]:.4f} / {gk[name, k][1]:.4f}" for k in labels)
-                 + f" | {gk[name, 'gpm+auto', 'c']:g} |")
+        for line in gpm_kernel_lines(gpm_kernels(args.gpm_kernel_sets), None, os.getloadavg()[0])[:-1]:
+            emit(line)
 
     rate = math.nan
     if not args.no_speed:

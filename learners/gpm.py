@@ -2,7 +2,9 @@
 
 * :class:`GPM` — generalised preference model ``p(y | x_l, x_r) = σ(y g(x_l, x_r))`` (Hu, Chau et al. 2022, eq. (2))
   with ``g ∈ H_{k_E}``, the RKHS of the generalised preferential kernel ``k_E`` (Chau et al. 2022):
-  ``g(x_l, x_r) = Σ_m α_m k_E((x_l, x_r), (cl_m, cr_m))`` over ``M`` Nyström centres.
+  ``g(x_l, x_r) = Σ_m α_m k_E((x_l, x_r), (cl_m, cr_m))`` over ``M`` Nyström centres. With
+  ``item_constant = c > 0`` the item kernel is ``(c + k)/√(1 + c)`` and ``k_E`` becomes
+  ``(k_E + c·k_UPM)/(1 + c)``, which also contains UPM's ``f(a) − f(b)`` (issue 14 item 4; docs/gpm.md).
 * :class:`CGPM` — context-specific GPM with kernel ``k_U(u, u_m) k_E(...)`` (Hu, Chau et al. 2022, Section 2.1,
   "Incorporating context variables").
 * :class:`UPM` — utility model ``g(a, b) = f(a) − f(b)`` (Hu, Chau et al. 2022, eq. (1)), fitted with the pair kernel
@@ -89,7 +91,7 @@ class _PairModel:
                  penalty: float | str = "auto", lengthscale_multiplier: float | str = "auto",
                  penalty_grid: Sequence[float] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7),
                  multiplier_grid: Sequence[float] = (0.5, 1.0, 2.0),
-                 item_constant: float | str = 0.0, constant_grid: Sequence[float] = (0.0, 1.0),
+                 item_constant: float | str | None = None, constant_grid: Sequence[float] = (0.0, 1.0, 10.0, 100.0),
                  n_centres: int | None = None, centre_factor: float = 10.0, max_centres: int = 2000,
                  validation_fraction: float = 0.1, selection_max_train: int = 10000, scoring: str = "auc",
                  selection: str = "holdout", cv_folds: int = 5, cv_max_train: int = 2000,
@@ -132,8 +134,9 @@ class _PairModel:
         check_param(o, "penalty_grid", self.penalty_grid, len(self.penalty_grid) > 0 and all(p > 0 for p in self.penalty_grid), "a non-empty sequence of positive floats")
         check_param(o, "multiplier_grid", self.multiplier_grid, len(self.multiplier_grid) > 0 and all(m > 0 for m in self.multiplier_grid), "a non-empty sequence of positive floats")
         ok_c = lambda c: isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0  # noqa: E731
-        check_param(o, "item_constant", self.item_constant, (self.item_constant == "auto" or ok_c(self.item_constant))
-                    and (self._kind != "upm" or self.item_constant == 0), "'auto' or a float in [0, inf) (0 for UPM)")
+        ic = self._item_constant
+        check_param(o, "item_constant", self.item_constant, (ic == "auto" or ok_c(ic))
+                    and (self._kind != "upm" or ic == 0), "None, 'auto' or a float in [0, inf) (0 or None for UPM)")
         check_param(o, "constant_grid", self.constant_grid, len(self.constant_grid) > 0 and all(ok_c(c) for c in self.constant_grid), "a non-empty sequence of floats in [0, inf)")
         check_param(o, "validation_fraction", self.validation_fraction, 0.0 <= self.validation_fraction < 1.0, "a float in the range [0, 1)")
         check_param(o, "scoring", self.scoring, self.scoring in ("auc", "log_loss"), "one of 'auc', 'log_loss'")
@@ -142,6 +145,13 @@ class _PairModel:
         check_param(o, "cv_max_train", self.cv_max_train, isinstance(self.cv_max_train, int) and self.cv_max_train >= 0, "an int >= 0")
         check_param(o, "dtype", self.dtype, self.dtype in ("float32", "float64"), "'float32' or 'float64'")
         check_param(o, "max_centres", self.max_centres, isinstance(self.max_centres, int) and self.max_centres >= 1, "an int >= 1")
+
+    @property
+    def _item_constant(self):
+        """``item_constant`` with None resolved: "auto" for GPM / C-GPM, 0 for UPM."""
+        if self.item_constant is None:
+            return 0.0 if self._kind == "upm" else "auto"
+        return self.item_constant
 
     @property
     def _torch_dtype(self):
@@ -250,10 +260,10 @@ class _PairModel:
             self._base_lsu = median_heuristic(Us, seed=self.seed) * math.sqrt(U.shape[1])
 
         rng = np.random.default_rng(self.seed)
-        auto = self.penalty == "auto" or self.lengthscale_multiplier == "auto" or self.item_constant == "auto"
+        auto = self.penalty == "auto" or self.lengthscale_multiplier == "auto" or self._item_constant == "auto"
         pens = sorted(self.penalty_grid, reverse=True) if self.penalty == "auto" else [float(self.penalty)]
         ms = list(self.multiplier_grid) if self.lengthscale_multiplier == "auto" else [float(self.lengthscale_multiplier)]
-        cs = [float(c) for c in self.constant_grid] if self.item_constant == "auto" else [float(self.item_constant)]
+        cs = [float(c) for c in self.constant_grid] if self._item_constant == "auto" else [float(self._item_constant)]
         mults = [(m, c) for c in cs for m in ms]      # kernel grid points: (length-scale multiplier, item constant)
         searching = auto and (len(pens) > 1 or len(mults) > 1)
         n_strict = int(y.shape[0])
@@ -492,6 +502,13 @@ class GPM(_PairModel):
         λ of the FALKON objective; "auto" → search over ``penalty_grid`` (see ``selection``).
     lengthscale_multiplier : float or "auto", default="auto"
         ``m`` in ``ℓ_j = m · median_j · √d``; "auto" → search over ``multiplier_grid``.
+    item_constant : float >= 0, "auto" or None, default=None
+        ``c`` of the item kernel ``(c + k)/√(1 + c)``: pair kernel ``(k_E + c·k_UPM)/(1 + c)``
+        (:func:`learners.kernels.pref_kernel`), whose RKHS also holds UPM's ``f(a) − f(b)``
+        (GPM ⊇ UPM); 0 is the pure k_E of the paper (the default before issue 14b); "auto" → search
+        over ``constant_grid`` (default (0, 1, 10, 100)) jointly with λ and m (cost × len(constant_grid)
+        when λ or m is searched). None = "auto" for GPM / C-GPM, 0 for UPM. Pref-SHAP stays exact
+        for any c (docs/prefshap.md).
     n_centres : int, optional
         Nyström centres M (default ``min(max_centres, ceil(centre_factor · √n))``).
     validation_fraction : float, default=0.1
@@ -512,8 +529,8 @@ class GPM(_PairModel):
     lengthscales_ : ndarray (d,)
     centres_left_, centres_right_ : ndarray (M, d), scaled space
     alpha_ : ndarray (M,)
-    penalty_, multiplier_ : selected hyper-parameters;  selection_ : "holdout", "cv" or "none"
-    cv_results_ : list of dicts, one per grid point (``val_auc``, ``val_log_loss``; with CV their
+    penalty_, multiplier_, item_constant_ : selected hyper-parameters;  selection_ : "holdout", "cv" or "none"
+    cv_results_ : list of dicts, one per grid point (``penalty``, ``multiplier``, ``constant``, ``val_auc``, ``val_log_loss``; with CV their
         means over folds plus ``fold_auc`` / ``fold_log_loss`` lists)
     val_auc_ : float (hold-out/eval_set AUC; with CV and no eval_set the mean fold AUC);  n_train_ : int;  model_version : int;  fit_time_ : float (s)
 

@@ -104,7 +104,7 @@ def test_states_round_trip_and_old_states_load(duels):
         assert m2.item_constant_ == 0.5
         np.testing.assert_allclose(m2.decision_function(A, B, *args), m.decision_function(A, B, *args), rtol=1e-12)
     # a snapshot written before the constant existed: no "item_constant" in meta → pure k_E
-    old = GPM(**FIX).fit(A, B, y)
+    old = GPM(item_constant=0.0, **FIX).fit(A, B, y)   # the kernel of snapshots written before the constant
     st = old.state_dict()
     del st["meta"]["item_constant"]
     m3 = GPM.from_state(load_state(dump_state(st)))
