@@ -271,7 +271,7 @@ class RefittingGPM(PreferenceLearner):
         -------
         dict
             ``duration_s`` (float, s), ``n_train`` (int), ``val_auc`` (float, hold-out AUC of the
-            selected model), ``device`` (str), ``model_version`` (int), ``penalty``, ``multiplier``,
+            selected model), ``device`` (str), ``model_version`` (int), ``penalty``, ``multiplier``, ``item_constant``,
             ``trigger`` ("first", "count", "time" or "drift").
         """
         from learners.gpm import CGPM, GPM
@@ -307,7 +307,8 @@ class RefittingGPM(PreferenceLearner):
             self._refitting = False
         info = {"duration_s": time.perf_counter() - t0, "n_train": int(model.n_train_),
                 "val_auc": float(model.val_auc_), "device": device, "model_version": self._version,
-                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_), "trigger": trigger}
+                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_),
+                "item_constant": float(getattr(model, "item_constant_", 0.0)), "trigger": trigger}
         self.last_refit_info = info
         return info
 
