@@ -18,6 +18,7 @@ ORDER = [
     ("capacity", "Capacity learning: RDA / ADMM-RDA / FOBOS / LP (paper 002, Section 5)", "bench/capacity_paper.py, bench/capacity_mcda.py"),
     ("quality", "Capacity stream default vs linear Bradley–Terry on real streams (calibration, merging)", "bench/quality_real.py"),
     ("gpm", "GPM vs UPM (paper 000, Table 3)", "bench/gpm_paper.py"),
+    ("gpm_kernels", "GPM item kernel with a constant (GPM ⊇ UPM) vs pure k_E, UPM, linear-bt", "bench/quality_real.py --gpm-kernels-only"),
     ("falkon", "FALKON scaling vs a dense exact solver", "bench/falkon_scaling.py"),
     ("prefshap", "Pref-SHAP (paper 000, Section 4)", "bench/prefshap_paper.py"),
     ("sharp", "ShaRP vs xai-sharp (paper 001)", "bench/sharp_vs_xai_sharp.py"),
