@@ -114,3 +114,30 @@ def test_states_round_trip_and_old_states_load(duels):
     bad["meta"]["item_constant"] = -1.0
     with pytest.raises(SnapshotError):
         GPM.from_state(bad)
+
+
+def test_merge_pools_parts_only_with_the_same_constant():
+    """stream/plugins/gpm_merge: the ensemble Σ w_k g_k is one GPM only if the item kernels agree (same c)."""
+    from learners.refit import RefittingGPM
+    from stream.plugins.gpm_merge import merge_gpm
+
+    rng = np.random.default_rng(0)
+    XL, XR = rng.normal(size=(200, 2)), rng.normal(size=(200, 2))
+    y = np.where(XL[:, 0] > XR[:, 0], 1, -1)
+
+    def part(c, n):
+        lr = RefittingGPM(["a", "b"], refit_every=None, min_train=50, drift=False,
+                          model_params={"penalty": 1e-4, "lengthscale_multiplier": 1.0, "max_centres": 30, "item_constant": c})
+        for i in range(n):
+            lr.learn_one(dict(a=XL[i, 0], b=XL[i, 1]), dict(a=XR[i, 0], b=XR[i, 1]), int(y[i]))
+        lr.refit()
+        return lr
+
+    p1, p2 = part(1.0, 200), part(1.0, 200)       # same data → same scaler and length-scales
+    A, B = rng.normal(size=(15, 2)), rng.normal(size=(15, 2))
+    merged = merge_gpm([(p1, 120), (p2, 80)])
+    want = (120 * p1.model.decision_function(A, B) + 80 * p2.model.decision_function(A, B)) / 200
+    np.testing.assert_allclose(merged.model.decision_function(A, B), want, rtol=1e-8, atol=1e-10)
+    p3 = part(10.0, 200)
+    fallback = merge_gpm([(p1, 120), (p3, 80)])
+    np.testing.assert_allclose(fallback.model.decision_function(A, B), p1.model.decision_function(A, B))

@@ -150,3 +150,28 @@ def test_real_gpm_with_constant_is_explained_exactly():
     e = explain_duels(m, XL[:10], XR[:10], reference_items=items)
     np.testing.assert_allclose(e.prediction, m.decision_function(XL[:10], XR[:10]), rtol=1e-9, atol=1e-11)
     assert e.additivity_error().max() < 1e-9
+
+
+def test_property_efficiency_and_skew_symmetry_for_any_constant():
+    """Hypothesis: for any c ≥ 0 and random duels, ν(Ω) = g, ν(∅) = 0, Σφ = g and φ(b, a) = −φ(a, b)."""
+    from hypothesis import given, settings, strategies as st
+
+    items = make_items(25, 3, seed=11)
+    XL, XR, y = make_duels(items, 50, seed=12)
+
+    @settings(max_examples=15, deadline=None)
+    @given(c=st.floats(0.0, 50.0), seed=st.integers(0, 10_000))
+    def check(c, seed):
+        cls = type("G", (ConstGPM,), {"item_constant_": c})
+        m = cls(NAMES[:3], [1.0, 1.3, 0.8]).fit(XL, XR, y)
+        idx = np.random.default_rng(seed).integers(0, len(y), 4)
+        e = explain_duels(m, XL[idx], XR[idx], reference_items=items)
+        g = m.decision_function(XL[idx], XR[idx])
+        scale = max(1.0, np.abs(g).max())
+        np.testing.assert_allclose(e.prediction, g, rtol=1e-9, atol=1e-10 * scale)
+        np.testing.assert_allclose(e.base_values, 0.0, atol=1e-10 * scale)
+        assert e.additivity_error().max() < 1e-9 * scale
+        b = explain_duels(m, XR[idx], XL[idx], reference_items=items)
+        np.testing.assert_allclose(e.values, -b.values, atol=1e-10 * scale)
+
+    check()
