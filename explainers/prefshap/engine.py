@@ -56,14 +56,15 @@ class _Space:
     def split(self, G: torch.Tensor, constant: float = 0.0) -> list:
         """Γ over the distinct centres (cb, T, M_u) → one (cb, T, M) tensor per centre set.
 
-        With ``constant = c`` (a space built with ``mass=True``) each entry is the conditional mean of
-        the item kernel (c + k)/√(1 + c) instead of k: (c·Σβ(x) + Γ_S(c_m, x))/√(1 + c) (docs/prefshap.md).
+        With ``constant = c`` each entry is the conditional mean of the item kernel (c + k)/√(1 + c)
+        instead of k: (c·Σβ(x) + Γ_S(c_m, x))/√(1 + c) (docs/prefshap.md), with Σβ(x) the mass column
+        of a space built with ``mass=True``, else 1 (normalised or marginal weights sum to one).
         """
         if constant:
-            if not self.mass:
-                raise InvalidInputError("internal: a constant item-kernel term needs a _Space built with mass=True.")
             r = 1.0 / float(np.sqrt(1.0 + constant))
-            return [(G[..., m] + constant * G[..., -1:]).mul_(r) for m in self.maps]
+            if self.mass:
+                return [G[..., m].add_(G[..., -1:], alpha=constant).mul_(r) for m in self.maps]
+            return [G[..., m].add_(constant).mul_(r) for m in self.maps]
         return [G[..., m] for m in self.maps]          # advanced indexing: ~6x faster than index_select(2)
 
     def centre_kernel(self, eng: "_Engine", A: torch.Tensor, Zc: torch.Tensor) -> torch.Tensor:

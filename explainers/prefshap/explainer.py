@@ -150,7 +150,9 @@ class PrefSHAP:
     def _item_space(self, eng: _Engine, items_scaled: np.ndarray, centres: list | None = None) -> _Space:
         ls = self._p.ls
         cs = centres if centres is not None else [self._p.cl, self._p.cr]
-        return _Space(eng, self._ref, items_scaled, cs, ls, mass=self._p.constant > 0)
+        # Σβ(x) is needed only by the literal (unnormalised) observational CME; otherwise it is exactly 1
+        mass = self._p.constant > 0 and not self.normalize_cme and self.value_function == "observational"
+        return _Space(eng, self._ref, items_scaled, cs, ls, mass=mass)
 
     @staticmethod
     def _signed_weights(space: _Space, W: torch.Tensor) -> torch.Tensor:
