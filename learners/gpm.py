@@ -473,9 +473,9 @@ class _PairModel:
                 m.n_context_ = m.context_lengthscales_.shape[0]
             m.model_version, m.n_train_ = int(meta["model_version"]), int(meta["n_train"])
             m.penalty_, m.multiplier_ = float(meta["penalty"]), float(meta["multiplier"])
-            m.item_constant_ = float(meta.get("item_constant", 0.0))    # snapshots before the constant: pure k_E
-            if not (math.isfinite(m.item_constant_) and m.item_constant_ >= 0) or (kind == "upm" and m.item_constant_):
-                raise SnapshotError(f"Bad item_constant {m.item_constant_!r} in a {kind!r} state.")
+            m.item_constant_ = c = float(meta.get("item_constant", 0.0))    # older snapshots: pure k_E
+            if not (math.isfinite(c) and c >= 0) or (kind == "upm" and c):
+                raise SnapshotError(f"Bad item_constant {c!r} in a {kind!r} state.")
             m.loss = meta.get("loss", "logistic")
             m.val_auc_ = float("nan") if meta.get("val_auc") is None else float(meta["val_auc"])
         except SnapshotError:
@@ -502,13 +502,10 @@ class GPM(_PairModel):
         λ of the FALKON objective; "auto" → search over ``penalty_grid`` (see ``selection``).
     lengthscale_multiplier : float or "auto", default="auto"
         ``m`` in ``ℓ_j = m · median_j · √d``; "auto" → search over ``multiplier_grid``.
-    item_constant : float >= 0, "auto" or None, default=None
-        ``c`` of the item kernel ``(c + k)/√(1 + c)``: pair kernel ``(k_E + c·k_UPM)/(1 + c)``
-        (:func:`learners.kernels.pref_kernel`), whose RKHS also holds UPM's ``f(a) − f(b)``
-        (GPM ⊇ UPM); 0 is the pure k_E of the paper (the default before issue 14b); "auto" → search
-        over ``constant_grid`` (default (0, 1, 10, 100)) jointly with λ and m (cost × len(constant_grid)
-        when λ or m is searched). None = "auto" for GPM / C-GPM, 0 for UPM. Pref-SHAP stays exact
-        for any c (docs/prefshap.md).
+    item_constant : float >= 0, "auto" or None, default=None (= "auto"; 0 for UPM)
+        ``c`` of the item kernel ``(c + k)/√(1 + c)``, pair kernel ``(k_E + c·k_UPM)/(1 + c)`` ⊇ UPM;
+        0 is the paper's pure k_E; "auto" → searched over ``constant_grid`` (0, 1, 10, 100) with λ
+        and m. Pref-SHAP stays exact for any c (docs/prefshap.md, docs/gpm.md).
     n_centres : int, optional
         Nyström centres M (default ``min(max_centres, ceil(centre_factor · √n))``).
     validation_fraction : float, default=0.1
