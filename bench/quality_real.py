@@ -238,6 +238,62 @@ def gpm_kernels(names_sets=("chameleons", "tennis", "train", "pokemon"), max_eve
     return out
 
 
+def gpm_linear_kernels(names_sets=("chameleons", "train", "tennis"), max_events=4000, gammas=(1.0, 10.0)) -> list[str]:
+    """Measurement only (not a model option): GPM with a linear term in the item kernel,
+    k(x, y) = (c + γ⟨x, y⟩/d + k_RBF(x, y)) / √(1 + c + γ) on scaled features (pair kernel
+    k(a,c)k(b,d) − k(a,d)k(b,c)), c = 0 or selected in :data:`GPM_CONSTANT_GRID`; same protocol as
+    :func:`gpm_kernels` (hold-out). Returns one printed line per set.
+    """
+    import torch
+
+    from learners.gpm import GPM
+    from learners.kernels import PairKernel, _sqdist_scaled
+
+    class LinPair(PairKernel):
+        gamma = 1.0
+
+        def to(self, dtype, device):
+            b = PairKernel.to(self, dtype, device)
+            k = LinPair(b.kind, b.lengthscales, b.context_lengthscales, b.constant)
+            k.gamma = self.gamma
+            return k
+
+        def __call__(self, Z1, Z2):
+            d, ls = self.d, self.lengthscales.to(dtype=Z1.dtype, device=Z1.device)
+            L1, R1, L2, R2 = Z1[:, :d], Z1[:, d:2 * d], Z2[:, :d], Z2[:, d:2 * d]
+            c, g = float(self.constant), self.gamma / d
+            k = lambda A, B: c + g * (A @ B.T) + torch.exp(-0.5 * _sqdist_scaled(A, B, ls))  # noqa: E731
+            return (k(L1, L2) * k(R1, R2) - k(L1, R2) * k(R1, L2)) / (1 + c + self.gamma)
+
+    def model(gamma):
+        class LinGPM(GPM):
+            def _kernel(self, ls, lsu=None, constant=0.0):
+                b = super()._kernel(ls, lsu, constant)
+                k = LinPair(b.kind, b.lengthscales, b.context_lengthscales, b.constant)
+                k.gamma = gamma
+                return k
+        return LinGPM
+
+    lines = []
+    for name in names_sets:
+        ds = load_dataset(name)
+        T = min(len(ds), max_events)
+        ntr = int(0.7 * T)
+        XL, XR, Y = ds.XL[:T], ds.XR[:T], ds.outcome[:T]
+        res = []
+        for gamma in gammas:
+            for c in (0.0, "auto"):
+                torch.manual_seed(0)
+                m = model(gamma)(list(ds.feature_names), penalty_grid=(1e-3, 1e-4, 1e-5, 1e-6), multiplier_grid=(0.5, 1.0, 2.0),
+                                 max_centres=1000, item_constant=c, constant_grid=GPM_CONSTANT_GRID).fit(XL[:ntr], XR[:ntr], Y[:ntr])
+                g = m.decision_function(XL[ntr:], XR[ntr:])
+                res.append(f"lin{gamma:g},c={c}->{m.item_constant_:g}: {roc_auc(Y[ntr:], g):.4f}/"
+                           f"{cross_entropy(Y[ntr:], 0.5 * (1 + np.tanh(0.5 * g))):.3f}")
+        lines.append(f"{name} " + " | ".join(res) + f" load {os.getloadavg()[0]:.2f}")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def gpm_kernel_lines(gk: dict, gk_cv: dict | None, load: float) -> list[str]:
     """The GPM-kernel tables (hold-out selection on every set; 5-fold CV on chameleons) and the last line."""
     labels = tuple(GPM_KERNELS) + ("upm", "linear-bt", "cap-stream")
@@ -273,6 +329,8 @@ def main(argv=None) -> None:
     ap.add_argument("--ablations", action="store_true", help="also run the VARIANTS of the stream default")
     ap.add_argument("--gpm-kernels", action="store_true", help="also measure GPM with a constant item-kernel term")
     ap.add_argument("--gpm-kernel-sets", nargs="*", default=["chameleons", "tennis", "train", "pokemon"])
+    ap.add_argument("--gpm-linear", action="store_true",
+                    help="only the GPM linear-item-kernel measurement (chameleons, Train, tennis; hold-out)")
     ap.add_argument("--gpm-kernels-only", action="store_true",
                     help="only the GPM-kernel comparison (hold-out on --gpm-kernel-sets, 5-fold CV on chameleons); "
                          "writes gpm_kernels.txt with --out")
@@ -280,6 +338,9 @@ def main(argv=None) -> None:
     ap.add_argument("--speed-only", action="store_true", help="only the speed section (last line events_per_s=…)")
     ap.add_argument("--out", default=None, help="write quality.md / quality.txt into this folder")
     args = ap.parse_args(argv)
+    if args.gpm_linear:
+        gpm_linear_kernels()
+        return
     if args.gpm_kernels_only:
         gk = gpm_kernels(args.gpm_kernel_sets)
         gk_cv = gpm_kernels(("chameleons",), selection="cv") if "chameleons" in args.gpm_kernel_sets else None
