@@ -101,12 +101,17 @@ def run_once(XL, XR, y, U, names, cnames, seed, args):
                   selection=args.selection, cv_folds=args.cv_folds,
                   **({"multiplier_grid": tuple(mgrid)} if mgrid else {}),
                   **({"penalty_grid": tuple(pgrid)} if pgrid else {}))
+    gkw = dict(common)
+    if args.item_constant is not None:
+        gkw["item_constant"] = args.item_constant if args.item_constant == "auto" else float(args.item_constant)
+    if args.constant_grid:
+        gkw["constant_grid"] = tuple(args.constant_grid)
     t0 = time.perf_counter()
     if U is not None:
-        gpm = CGPM(names, cnames, **common).fit(XL[tr], XR[tr], y[tr], U[tr], eval_set=(XL[va], XR[va], y[va], U[va]))
+        gpm = CGPM(names, cnames, **gkw).fit(XL[tr], XR[tr], y[tr], U[tr], eval_set=(XL[va], XR[va], y[va], U[va]))
         g = gpm.decision_function(XL[te], XR[te], U[te])
     else:
-        gpm = GPM(names, **common).fit(XL[tr], XR[tr], y[tr], eval_set=(XL[va], XR[va], y[va]))
+        gpm = GPM(names, **gkw).fit(XL[tr], XR[tr], y[tr], eval_set=(XL[va], XR[va], y[va]))
         g = gpm.decision_function(XL[te], XR[te])
     fit_s = time.perf_counter() - t0
     upm = UPM(names, **common).fit(XL[tr], XR[tr], y[tr], eval_set=(XL[va], XR[va], y[va]))
@@ -116,7 +121,7 @@ def run_once(XL, XR, y, U, names, cnames, seed, args):
     res = {"auc_gpm": roc_auc(yt[strict], g[strict]), "auc_upm": roc_auc(yt[strict], gu[strict]),
            "acc_gpm": float(np.mean(np.sign(g[strict]) == yt[strict])), "acc_upm": float(np.mean(np.sign(gu[strict]) == yt[strict])),
            "fit_s": fit_s, "n_train": int(gpm.n_train_), "M": int(gpm.alpha_.shape[0]),
-           "grid": "wide" if wide else "default", "gpm_hp": (gpm.penalty_, gpm.multiplier_), "upm_hp": (upm.penalty_, upm.multiplier_), "both_orders": both,
+           "grid": "wide" if wide else "default", "gpm_hp": (gpm.penalty_, gpm.multiplier_, getattr(gpm, "item_constant_", 0.0)), "upm_hp": (upm.penalty_, upm.multiplier_), "both_orders": both,
            "selection": gpm.selection_}
     return res
 
@@ -141,6 +146,9 @@ def main(argv=None) -> dict:
     p.add_argument("--no-context", action="store_true", help="ignore the context (fit GPM instead of C-GPM)")
     p.add_argument("--penalties", type=float, nargs="*", default=None, help="penalty grid (default 1e-3 ... 1e-7)")
     p.add_argument("--multipliers", type=float, nargs="*", default=None, help="length-scale multiplier grid")
+    p.add_argument("--item-constant", default=None,
+                   help="GPM/C-GPM item-kernel constant c (item kernel (c + k)/sqrt(1+c)): a float or 'auto' (default: the library default)")
+    p.add_argument("--constant-grid", type=float, nargs="*", default=None, help="grid of c for --item-constant auto")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     p.add_argument("--device", default=None)
     args = p.parse_args(argv)
@@ -155,7 +163,7 @@ def main(argv=None) -> dict:
         rows.append(res)
         print(f"run={r} auc_gpm={res['auc_gpm']:.4f} auc_upm={res['auc_upm']:.4f} acc_gpm={res['acc_gpm']:.4f} "
               f"acc_upm={res['acc_upm']:.4f} fit_s={res['fit_s']:.2f} n_train={res['n_train']} M={res['M']} "
-              f"gpm(lambda,mult)={res['gpm_hp']} upm(lambda,mult)={res['upm_hp']} both_orders={res['both_orders']} selection={res['selection']} grid={res['grid']}", flush=True)
+              f"gpm(lambda,mult,c)={res['gpm_hp']} upm(lambda,mult)={res['upm_hp']} both_orders={res['both_orders']} selection={res['selection']} grid={res['grid']}", flush=True)
     keys = ["auc_gpm", "auc_upm", "acc_gpm", "acc_upm", "fit_s"]
     mean = {k: float(np.mean([r[k] for r in rows])) for k in keys}
     std = {k: float(np.std([r[k] for r in rows])) for k in keys}

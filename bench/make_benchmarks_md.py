@@ -19,6 +19,7 @@ ORDER = [
     ("capacity", "Capacity learning: RDA / ADMM-RDA / FOBOS / LP (Herin, Perny & Sokolovska 2024, Section 5)", "bench/capacity_paper.py, bench/capacity_mcda.py"),
     ("quality", "Capacity stream default vs linear Bradley–Terry on real streams (calibration, merging)", "bench/quality_real.py"),
     ("gpm", "GPM vs UPM (Hu, Chau et al. 2022, Table 3)", "bench/gpm_paper.py"),
+    ("gpm_kernels", "GPM item kernel with a constant (GPM ⊇ UPM) vs pure k_E, UPM, linear-bt", "bench/quality_real.py --gpm-kernels-only"),
     ("falkon", "FALKON scaling vs a dense exact solver", "bench/falkon_scaling.py"),
     ("prefshap", "Pref-SHAP (Hu, Chau et al. 2022, Section 4)", "bench/prefshap_paper.py"),
     ("sharp", "ShaRP vs xai-sharp (Pliatsika et al. 2024)", "bench/sharp_vs_xai_sharp.py"),

@@ -86,7 +86,9 @@ def synthetic(args, out, md):
     perm = np.random.default_rng(args.seed).permutation(n)
     tr, te = perm[: args.n_train], perm[int(0.9 * n):]
     t0 = time.perf_counter()
-    common = dict(penalty=args.penalty, lengthscale_multiplier=args.multiplier, seed=args.seed, max_centres=args.max_centres)
+    # item_constant=0: the paper's pure k_E (the committed results; concat-shap needs it) — GPM's default now selects c
+    common = dict(penalty=args.penalty, lengthscale_multiplier=args.multiplier, seed=args.seed, max_centres=args.max_centres,
+                  item_constant=0.0)
     gpm = GPM(names, **common).fit(d.XL[tr], d.XR[tr], d.outcome[tr])
     fit_gpm = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -274,7 +276,7 @@ def real_data(args, out, md):
         tr, te = perm[: args.n_train_pokemon], perm[int(0.9 * n):]
         L, R, y = X[ds.left], X[ds.right], np.asarray(ds.outcome)
         gpm = GPM(names, penalty=args.penalty, lengthscale_multiplier=args.multiplier, seed=args.seed,
-                  max_centres=args.max_centres).fit(L[tr], R[tr], y[tr])
+                  max_centres=args.max_centres, item_constant=0.0).fit(L[tr], R[tr], y[tr])
         auc = roc_auc(y[te], gpm.decision_function(L[te], R[te]))
         groups = {"Type": [f for f in names if f.startswith("type_")]}
         sel = te[: args.n_duels_pokemon]
@@ -299,7 +301,7 @@ def real_data(args, out, md):
         X = np.asarray(ds.item_features, float)
         names = list(ds.feature_names)
         L, R, y = X[ds.left], X[ds.right], np.asarray(ds.outcome)
-        gpm = GPM(names, seed=args.seed, both_orders=True).fit(L, R, y)
+        gpm = GPM(names, seed=args.seed, both_orders=True, item_constant=0.0).fit(L, R, y)
         auc = roc_auc(y, gpm.decision_function(L, R))
         e = PrefSHAP(gpm, X, cache_mb=0).explain_duels(L, R, outcome=y)
         j = e.feature_names.index("jl.res")

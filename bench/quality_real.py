@@ -33,7 +33,9 @@ n = 10/15/20, 500 test pairs, noise-free test labels) with the stream default le
 
 Speed: ``learn_many`` in batches of 500 on Pokémon, events/s, beside linear-bt (same run).
 ``--ablations`` adds one-change variants of the stream default (:data:`VARIANTS`); ``--gpm-kernels``
-adds a hold-out comparison of GPM kernels with and without a constant item-kernel term.
+adds a hold-out comparison of GPM kernels with and without a constant item-kernel term;
+``--gpm-kernels-only`` runs just that comparison (plus 5-fold CV on chameleons) and writes
+``gpm_kernels.txt`` (last line ``sets=… min_auc_auto_minus_linear=… min_auc_auto_minus_gpm=… min_auc_auto_minus_upm=…``).
 
 The last line is ``datasets=… min_gap_auc=… max_gap_logloss=… merge_gap_p12=… table1_max_gap=… events_per_s=…``
 (gap = cap-stream − linear-bt over the data sets; merge gap = AUC(P=1) − AUC(P=12) of cap-stream).
@@ -41,6 +43,7 @@ The last line is ``datasets=… min_gap_auc=… max_gap_logloss=… merge_gap_p1
 Reproduce::
 
     python bench/quality_real.py --ablations --gpm-kernels --out bench/results
+    python bench/quality_real.py --gpm-kernels-only --out bench/results
 """
 
 from __future__ import annotations
@@ -189,34 +192,22 @@ def speed(batch: int = 500, n_events: int = 20000, repeats: int = 3) -> dict:
     return out
 
 
-def gpm_kernels(names_sets=("chameleons", "tennis", "train"), max_events=4000, c=1.0) -> dict:
-    """Hold-out AUC / log loss of GPM (pure RBF k_E), GPM with a constant term in the item kernel, UPM, linear-bt.
+GPM_KERNELS = {"gpm": 0.0, "gpm+c1": 1.0, "gpm+c10": 10.0, "gpm+c100": 100.0, "gpm+auto": "auto"}
+GPM_CONSTANT_GRID = (0.0, 1.0, 10.0, 100.0)
 
-    The constant term: item kernel c + k gives the pair kernel (c + k)(a,c)(c + k)(b,d) − (c + k)(a,d)(c + k)(b,c)
-    = k_E + c·k_UPM, whose RKHS contains UPM's f(a) − f(b) (GPM ⊇ UPM ⊇ linear for a linear f in the span).
-    Measured here only (a kernel subclass local to this script): Pref-SHAP's value functions are not extended
-    to it. First ``max_events`` events, first 70 % train, last 30 % test.
+
+def gpm_kernels(names_sets=("chameleons", "tennis", "train", "pokemon"), max_events=4000, selection="holdout") -> dict:
+    """Hold-out AUC / log loss of GPM with item kernel (c + k_RBF)/√(1+c) (c = 0: pure k_E; c = 1, 10, 100;
+    c selected), UPM, linear-bt, capacity stream default.
+
+    The item kernel gives the pair kernel (k_E + c·k_UPM)/(1 + c), whose RKHS contains UPM's
+    f(a) − f(b) (``GPM(item_constant=c)``; ``item_constant="auto"`` selects c in
+    :data:`GPM_CONSTANT_GRID` with λ and the length-scale multiplier by ``selection``; UPM uses the
+    same ``selection``). First ``max_events`` events, first 70 % train, last 30 % test.
     """
     import torch
 
     from learners.gpm import GPM, UPM
-    from learners.kernels import PairKernel
-
-    class PlusUPM(PairKernel):
-        weight = c
-
-        def to(self, dtype, device):
-            base = PairKernel.to(self, dtype, device)
-            return PlusUPM(base.kind, base.lengthscales, base.context_lengthscales)
-
-        def __call__(self, Z1, Z2):
-            upm = PairKernel("upm", self.lengthscales, None)
-            return PairKernel.__call__(self, Z1, Z2) + self.weight * upm(Z1, Z2)
-
-    class GPMPlusUPM(GPM):
-        def _kernel(self, ls, lsu=None):
-            base = super()._kernel(ls, lsu)
-            return PlusUPM(base.kind, base.lengthscales, base.context_lengthscales)
 
     out = {}
     for name in names_sets:
@@ -225,18 +216,105 @@ def gpm_kernels(names_sets=("chameleons", "tennis", "train"), max_events=4000, c
         XL, XR, Y = ds.XL[:T], ds.XR[:T], ds.outcome[:T]
         ntr = int(0.7 * T)
         tr, te = slice(0, ntr), slice(ntr, T)
-        common = dict(penalty_grid=(1e-3, 1e-4, 1e-5, 1e-6), multiplier_grid=(0.5, 1.0, 2.0), max_centres=1000)
-        torch.manual_seed(0)
-        for label, cls in (("gpm", GPM), ("gpm+c", GPMPlusUPM), ("upm", UPM)):
-            m = cls(list(ds.feature_names), **common).fit(XL[tr], XR[tr], Y[tr])
+        common = dict(penalty_grid=(1e-3, 1e-4, 1e-5, 1e-6), multiplier_grid=(0.5, 1.0, 2.0), max_centres=1000,
+                      selection=selection)
+        models = [(label, GPM, dict(item_constant=c, constant_grid=GPM_CONSTANT_GRID)) for label, c in GPM_KERNELS.items()]
+        for label, cls, kw in models + [("upm", UPM, {})]:
+            torch.manual_seed(0)
+            t0 = time.perf_counter()
+            m = cls(list(ds.feature_names), **common, **kw).fit(XL[tr], XR[tr], Y[tr])
             g = m.decision_function(XL[te], XR[te])
             out[name, label] = (roc_auc(Y[te], g), cross_entropy(Y[te], 0.5 * (1 + np.tanh(0.5 * g))))
+            out[name, label, "c"] = getattr(m, "item_constant_", 0.0)
+            out[name, label, "s"] = time.perf_counter() - t0
         for label in ("linear-bt", "cap-stream"):
             m = make(label, ds)
             m.learn_many(XL[tr], XR[tr], Y[tr])
             g = m.margin(XL[te], XR[te]) if label == "linear-bt" else m.margin_many(XL[te], XR[te])
             out[name, label] = (roc_auc(Y[te], g), cross_entropy(Y[te], 0.5 * (1 + np.tanh(0.5 * g))))
         out[name, "T"] = T
+        print(name, selection, {"|".join(map(str, k[1:])): v for k, v in out.items() if k[0] == name},
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
+    return out
+
+
+def gpm_linear_kernels(names_sets=("chameleons", "train", "tennis"), max_events=4000, gammas=(1.0, 10.0)) -> list[str]:
+    """Measurement only (not a model option): GPM with a linear term in the item kernel,
+    k(x, y) = (c + γ⟨x, y⟩/d + k_RBF(x, y)) / √(1 + c + γ) on scaled features (pair kernel
+    k(a,c)k(b,d) − k(a,d)k(b,c)), c = 0 or selected in :data:`GPM_CONSTANT_GRID`; same protocol as
+    :func:`gpm_kernels` (hold-out). Returns one printed line per set.
+    """
+    import torch
+
+    from learners.gpm import GPM
+    from learners.kernels import PairKernel, _sqdist_scaled
+
+    class LinPair(PairKernel):
+        gamma = 1.0
+
+        def to(self, dtype, device):
+            b = PairKernel.to(self, dtype, device)
+            k = LinPair(b.kind, b.lengthscales, b.context_lengthscales, b.constant)
+            k.gamma = self.gamma
+            return k
+
+        def __call__(self, Z1, Z2):
+            d, ls = self.d, self.lengthscales.to(dtype=Z1.dtype, device=Z1.device)
+            L1, R1, L2, R2 = Z1[:, :d], Z1[:, d:2 * d], Z2[:, :d], Z2[:, d:2 * d]
+            c, g = float(self.constant), self.gamma / d
+            k = lambda A, B: c + g * (A @ B.T) + torch.exp(-0.5 * _sqdist_scaled(A, B, ls))  # noqa: E731
+            return (k(L1, L2) * k(R1, R2) - k(L1, R2) * k(R1, L2)) / (1 + c + self.gamma)
+
+    def model(gamma):
+        class LinGPM(GPM):
+            def _kernel(self, ls, lsu=None, constant=0.0):
+                b = super()._kernel(ls, lsu, constant)
+                k = LinPair(b.kind, b.lengthscales, b.context_lengthscales, b.constant)
+                k.gamma = gamma
+                return k
+        return LinGPM
+
+    lines = []
+    for name in names_sets:
+        ds = load_dataset(name)
+        T = min(len(ds), max_events)
+        ntr = int(0.7 * T)
+        XL, XR, Y = ds.XL[:T], ds.XR[:T], ds.outcome[:T]
+        res = []
+        for gamma in gammas:
+            for c in (0.0, "auto"):
+                torch.manual_seed(0)
+                m = model(gamma)(list(ds.feature_names), penalty_grid=(1e-3, 1e-4, 1e-5, 1e-6), multiplier_grid=(0.5, 1.0, 2.0),
+                                 max_centres=1000, item_constant=c, constant_grid=GPM_CONSTANT_GRID).fit(XL[:ntr], XR[:ntr], Y[:ntr])
+                g = m.decision_function(XL[ntr:], XR[ntr:])
+                res.append(f"lin{gamma:g},c={c}->{m.item_constant_:g}: {roc_auc(Y[ntr:], g):.4f}/"
+                           f"{cross_entropy(Y[ntr:], 0.5 * (1 + np.tanh(0.5 * g))):.3f}")
+        lines.append(f"{name} " + " | ".join(res) + f" load {os.getloadavg()[0]:.2f}")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def gpm_kernel_lines(gk: dict, gk_cv: dict | None, load: float) -> list[str]:
+    """The GPM-kernel tables (hold-out selection on every set; 5-fold CV on chameleons) and the last line."""
+    labels = tuple(GPM_KERNELS) + ("upm", "linear-bt", "cap-stream")
+    sets = [k[0] for k in gk if len(k) == 2 and k[1] == "T"]
+    out = [f"GPM item kernel (c + k_RBF)/sqrt(1+c) (pair kernel (k_E + c·k_UPM)/(1+c)); gpm+auto selects c in "
+           f"{GPM_CONSTANT_GRID} with λ and the multiplier; load average {load:.2f}", ""]
+    for sel, res in (("hold-out", gk), ("5-fold CV", gk_cv)):
+        if not res:
+            continue
+        names = [k[0] for k in res if len(k) == 2 and k[1] == "T"]
+        out += [f"| test AUC / log loss (first ≤ 4,000 events, 70/30; selection: {sel}) | " + " | ".join(labels) + " | c selected |",
+                "|---|" + "---|" * (len(labels) + 1)]
+        for name in names:
+            out.append(f"| {name} ({res[name, 'T']}) | " + " | ".join(f"{res[name, k][0]:.4f} / {res[name, k][1]:.4f}" for k in labels)
+                       + f" | {res[name, 'gpm+auto', 'c']:g} |")
+        out.append("")
+    d_lin = min(gk[n, "gpm+auto"][0] - gk[n, "linear-bt"][0] for n in sets)
+    d_gpm = min(gk[n, "gpm+auto"][0] - gk[n, "gpm"][0] for n in sets)
+    d_upm = min(gk[n, "gpm+auto"][0] - gk[n, "upm"][0] for n in sets)
+    out.append(f"sets={len(sets)} min_auc_auto_minus_linear={d_lin:.4f} min_auc_auto_minus_gpm={d_gpm:.4f} "
+               f"min_auc_auto_minus_upm={d_upm:.4f}")
     return out
 
 
@@ -250,10 +328,29 @@ def main(argv=None) -> None:
     ap.add_argument("--no-table1", action="store_true")
     ap.add_argument("--ablations", action="store_true", help="also run the VARIANTS of the stream default")
     ap.add_argument("--gpm-kernels", action="store_true", help="also measure GPM with a constant item-kernel term")
+    ap.add_argument("--gpm-kernel-sets", nargs="*", default=["chameleons", "tennis", "train", "pokemon"])
+    ap.add_argument("--gpm-linear", action="store_true",
+                    help="only the GPM linear-item-kernel measurement (chameleons, Train, tennis; hold-out)")
+    ap.add_argument("--gpm-kernels-only", action="store_true",
+                    help="only the GPM-kernel comparison (hold-out on --gpm-kernel-sets, 5-fold CV on chameleons); "
+                         "writes gpm_kernels.txt with --out")
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--speed-only", action="store_true", help="only the speed section (last line events_per_s=…)")
     ap.add_argument("--out", default=None, help="write quality.md / quality.txt into this folder")
     args = ap.parse_args(argv)
+    if args.gpm_linear:
+        gpm_linear_kernels()
+        return
+    if args.gpm_kernels_only:
+        gk = gpm_kernels(args.gpm_kernel_sets)
+        gk_cv = gpm_kernels(("chameleons",), selection="cv") if "chameleons" in args.gpm_kernel_sets else None
+        text = gpm_kernel_lines(gk, gk_cv, os.getloadavg()[0])
+        print("\n".join(text))
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "gpm_kernels.txt"), "w") as fh:
+                fh.write("\n".join(text) + "\n")
+        return
 
     lines = []
 
@@ -331,13 +428,9 @@ def main(argv=None) -> None:
     merge_gap = mt["cap-stream", args.merge_P[0]] - mt["cap-stream", args.merge_P[-1]]
 
     if args.gpm_kernels:
-        gk = gpm_kernels()
-        labels = ("gpm", "gpm+c", "upm", "linear-bt", "cap-stream")
         emit()
-        emit("| hold-out AUC / log loss (first ≤ 4,000 events, 70/30) | " + " | ".join(labels) + " |")
-        emit("|---|" + "---|" * len(labels))
-        for name in ("chameleons", "tennis", "train"):
-            emit(f"| {name} ({gk[name, 'T']}) | " + " | ".join(f"{gk[name, k][0]:.4f} / {gk[name, k][1]:.4f}" for k in labels) + " |")
+        for line in gpm_kernel_lines(gpm_kernels(args.gpm_kernel_sets), None, os.getloadavg()[0])[:-1]:
+            emit(line)
 
     rate = math.nan
     if not args.no_speed:

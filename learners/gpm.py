@@ -2,7 +2,9 @@
 
 * :class:`GPM` — generalised preference model ``p(y | x_l, x_r) = σ(y g(x_l, x_r))`` (Hu, Chau et al. 2022, eq. (2))
   with ``g ∈ H_{k_E}``, the RKHS of the generalised preferential kernel ``k_E`` (Chau et al. 2022):
-  ``g(x_l, x_r) = Σ_m α_m k_E((x_l, x_r), (cl_m, cr_m))`` over ``M`` Nyström centres.
+  ``g(x_l, x_r) = Σ_m α_m k_E((x_l, x_r), (cl_m, cr_m))`` over ``M`` Nyström centres. With
+  ``item_constant = c > 0`` the item kernel is ``(c + k)/√(1 + c)`` and ``k_E`` becomes
+  ``(k_E + c·k_UPM)/(1 + c)``, which also contains UPM's ``f(a) − f(b)`` (issue 14 item 4; docs/gpm.md).
 * :class:`CGPM` — context-specific GPM with kernel ``k_U(u, u_m) k_E(...)`` (Hu, Chau et al. 2022, Section 2.1,
   "Incorporating context variables").
 * :class:`UPM` — utility model ``g(a, b) = f(a) − f(b)`` (Hu, Chau et al. 2022, eq. (1)), fitted with the pair kernel
@@ -56,6 +58,7 @@ import torch
 from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
 from learners.falkon import Falkon, KnMOperator, default_n_centres, select_centres
 from learners.kernels import PairKernel, median_heuristic, rbf
+from learners.gpm_selection import select_cv
 from learners.metrics import log_loss, roc_auc
 
 __all__ = ["CGPM", "GPM", "UPM"]
@@ -89,6 +92,7 @@ class _PairModel:
                  penalty: float | str = "auto", lengthscale_multiplier: float | str = "auto",
                  penalty_grid: Sequence[float] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7),
                  multiplier_grid: Sequence[float] = (0.5, 1.0, 2.0),
+                 item_constant: float | str | None = None, constant_grid: Sequence[float] = (0.0, 1.0, 10.0, 100.0),
                  n_centres: int | None = None, centre_factor: float = 10.0, max_centres: int = 2000,
                  validation_fraction: float = 0.1, selection_max_train: int = 10000, scoring: str = "auc",
                  selection: str = "holdout", cv_folds: int = 5, cv_max_train: int = 2000,
@@ -101,6 +105,8 @@ class _PairModel:
         self.lengthscale_multiplier = lengthscale_multiplier
         self.penalty_grid = tuple(penalty_grid)
         self.multiplier_grid = tuple(multiplier_grid)
+        self.item_constant = item_constant
+        self.constant_grid = tuple(constant_grid)
         self.n_centres = n_centres
         self.centre_factor = centre_factor
         self.max_centres = max_centres
@@ -128,6 +134,11 @@ class _PairModel:
         check_param(o, "lengthscale_multiplier", self.lengthscale_multiplier, self.lengthscale_multiplier == "auto" or (isinstance(self.lengthscale_multiplier, (int, float)) and self.lengthscale_multiplier > 0), "'auto' or a float in (0, inf)")
         check_param(o, "penalty_grid", self.penalty_grid, len(self.penalty_grid) > 0 and all(p > 0 for p in self.penalty_grid), "a non-empty sequence of positive floats")
         check_param(o, "multiplier_grid", self.multiplier_grid, len(self.multiplier_grid) > 0 and all(m > 0 for m in self.multiplier_grid), "a non-empty sequence of positive floats")
+        ok_c = lambda c: isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0  # noqa: E731
+        ic = self._item_constant
+        check_param(o, "item_constant", self.item_constant, (ic == "auto" or ok_c(ic))
+                    and (self._kind != "upm" or ic == 0), "None, 'auto' or a float in [0, inf) (0 or None for UPM)")
+        check_param(o, "constant_grid", self.constant_grid, len(self.constant_grid) > 0 and all(ok_c(c) for c in self.constant_grid), "a non-empty sequence of floats in [0, inf)")
         check_param(o, "validation_fraction", self.validation_fraction, 0.0 <= self.validation_fraction < 1.0, "a float in the range [0, 1)")
         check_param(o, "scoring", self.scoring, self.scoring in ("auc", "log_loss"), "one of 'auc', 'log_loss'")
         check_param(o, "selection", self.selection, self.selection in ("auto", "holdout", "cv"), "one of 'auto', 'holdout', 'cv'")
@@ -135,6 +146,13 @@ class _PairModel:
         check_param(o, "cv_max_train", self.cv_max_train, isinstance(self.cv_max_train, int) and self.cv_max_train >= 0, "an int >= 0")
         check_param(o, "dtype", self.dtype, self.dtype in ("float32", "float64"), "'float32' or 'float64'")
         check_param(o, "max_centres", self.max_centres, isinstance(self.max_centres, int) and self.max_centres >= 1, "an int >= 1")
+
+    @property
+    def _item_constant(self):
+        """``item_constant`` with None resolved: "auto" for GPM / C-GPM, 0 for UPM."""
+        if self.item_constant is None:
+            return 0.0 if self._kind == "upm" else "auto"
+        return self.item_constant
 
     @property
     def _torch_dtype(self):
@@ -182,9 +200,10 @@ class _PairModel:
         parts = [XLs, XRs] + ([Us] if Us is not None else [])
         return torch.as_tensor(np.concatenate(parts, 1)).to(self._torch_dtype).to(self._device)
 
-    def _kernel(self, ls, lsu=None) -> PairKernel:
+    def _kernel(self, ls, lsu=None, constant: float = 0.0) -> PairKernel:
         dt, dev = self._torch_dtype, self._device
-        return PairKernel(self._kind, torch.as_tensor(ls).to(dt).to(dev), None if lsu is None else torch.as_tensor(lsu).to(dt).to(dev))
+        return PairKernel(self._kind, torch.as_tensor(ls).to(dt).to(dev), None if lsu is None else torch.as_tensor(lsu).to(dt).to(dev),
+                          float(constant))
 
     # ----------------------------------------------------------- fit
     def fit(self, XL, XR, y, U=None, eval_set=None):
@@ -242,9 +261,11 @@ class _PairModel:
             self._base_lsu = median_heuristic(Us, seed=self.seed) * math.sqrt(U.shape[1])
 
         rng = np.random.default_rng(self.seed)
-        auto = self.penalty == "auto" or self.lengthscale_multiplier == "auto"
+        auto = self.penalty == "auto" or self.lengthscale_multiplier == "auto" or self._item_constant == "auto"
         pens = sorted(self.penalty_grid, reverse=True) if self.penalty == "auto" else [float(self.penalty)]
-        mults = list(self.multiplier_grid) if self.lengthscale_multiplier == "auto" else [float(self.lengthscale_multiplier)]
+        ms = list(self.multiplier_grid) if self.lengthscale_multiplier == "auto" else [float(self.lengthscale_multiplier)]
+        cs = [float(c) for c in self.constant_grid] if self._item_constant == "auto" else [float(self._item_constant)]
+        mults = [(m, c) for c in cs for m in ms]      # kernel grid points: (length-scale multiplier, item constant)
         searching = auto and (len(pens) > 1 or len(mults) > 1)
         n_strict = int(y.shape[0])
         use_cv = searching and (self.selection == "cv" or (self.selection == "auto" and n_strict < self.cv_max_train))
@@ -278,75 +299,38 @@ class _PairModel:
             for m in mults:
                 path = self._fit_path(XLs[sel], XRs[sel], None if Us is None else Us[sel], y[sel], pens, m, val)
                 for lam, auc, ll in path:
-                    self.cv_results_.append({"penalty": lam, "multiplier": m, "val_auc": auc, "val_log_loss": ll})
+                    self.cv_results_.append({"penalty": lam, "multiplier": m[0], "constant": m[1], "val_auc": auc, "val_log_loss": ll})
                     a_key = -(auc if np.isfinite(auc) else -1.0)
                     key = (a_key, ll) if self.scoring == "auc" else (ll, a_key)
                     if best_key is None or key < best_key:
                         best_key, best = key, (lam, m)
-        self.penalty_, self.multiplier_ = best
+        self.penalty_, (self.multiplier_, self.item_constant_) = best[0], best[1]
         # final fit on all training pairs (minus the internal validation split)
         pens_final = [p for p in pens if p >= self.penalty_]
         path = self._fit_path(XLs[tr_idx], XRs[tr_idx], None if Us is None else Us[tr_idx], y[tr_idx], pens_final,
-                              self.multiplier_, val, keep_model=True)
+                              best[1], val, keep_model=True)
         self.val_auc_ = path[-1][1] if val is not None else float("nan")
         self.val_log_loss_ = path[-1][2] if val is not None else float("nan")
         if use_cv and val is None:  # no separate validation pairs: report the mean fold AUC of the selected point
             self.val_auc_ = cv_best_auc
-            self.val_log_loss_ = next(r["val_log_loss"] for r in self.cv_results_ if (r["penalty"], r["multiplier"]) == best)
+            self.val_log_loss_ = next(r["val_log_loss"] for r in self.cv_results_
+                                      if (r["penalty"], (r["multiplier"], r["constant"])) == best)
         self.n_train_ = int(tr_idx.shape[0])
         self.fit_time_ = time.perf_counter() - t0
         self.model_version = getattr(self, "model_version", 0) + 1
         return self
 
     def _select_cv(self, XLs, XRs, Us, y, val, pens, mults, rng):
-        """K-fold cross-validated choice of ``(λ, m)`` on small data; returns ``((λ, m), mean fold AUC)``.
-
-        The pool is the (scaled, strict) training pairs plus, if given, the ``eval_set`` pairs ``val``;
-        it is cut into ``cv_folds`` folds by a permutation from ``rng`` (deterministic given ``seed``).
-        For every fold and multiplier the penalty path is fitted on the other folds and scored on the
-        held-out fold; the grid point with the best mean fold ROC AUC wins (ties: smaller mean log
-        loss; with ``scoring="log_loss"`` the order of the two keys is swapped). Fills ``cv_results_``
-        with one dict per grid point (mean and per-fold ``val_auc`` / ``val_log_loss``).
-        """
-        PL, PR, PU, Py = XLs, XRs, Us, y
-        if val is not None:
-            PL, PR, Py = np.concatenate([XLs, val[0]]), np.concatenate([XRs, val[1]]), np.concatenate([y, val[3]])
-            PU = None if Us is None else np.concatenate([Us, val[2]])
-        n = Py.shape[0]
-        perm = rng.permutation(n)
-        if n > self.selection_max_train:
-            perm = perm[:self.selection_max_train]
-        folds = np.array_split(perm, self.cv_folds)
-        scores = {(lam, m): ([], []) for m in mults for lam in pens}
-        for f in range(self.cv_folds):
-            vi = np.sort(folds[f])
-            ti = np.sort(np.concatenate([folds[j] for j in range(self.cv_folds) if j != f]))
-            fval = (PL[vi], PR[vi], None if PU is None else PU[vi], Py[vi])
-            for m in mults:
-                for lam, auc, ll in self._fit_path(PL[ti], PR[ti], None if PU is None else PU[ti], Py[ti], pens, m, fval):
-                    scores[(lam, m)][0].append(auc)
-                    scores[(lam, m)][1].append(ll)
-        best_key, best, best_auc = None, (pens[-1], mults[0]), float("nan")
-        for m in mults:
-            for lam in pens:
-                aucs, lls = scores[(lam, m)]
-                fin = [a for a in aucs if np.isfinite(a)]
-                auc = float(np.mean(fin)) if fin else float("nan")
-                ll = float(np.mean(lls))
-                self.cv_results_.append({"penalty": lam, "multiplier": m, "val_auc": auc, "val_log_loss": ll,
-                                         "fold_auc": list(aucs), "fold_log_loss": list(lls)})
-                a_key = -(auc if np.isfinite(auc) else -1.0)
-                key = (a_key, ll) if self.scoring == "auc" else (ll, a_key)
-                if best_key is None or key < best_key:
-                    best_key, best, best_auc = key, (lam, m), auc
-        return best, best_auc
+        """K-fold cross-validated choice of the grid point (:func:`learners.gpm_selection.select_cv`)."""
+        return select_cv(self, XLs, XRs, Us, y, val, pens, mults, rng)
 
     def _fit_path(self, XLs, XRs, Us, y, pens, mult, val, keep_model=False):
-        """Fit along decreasing penalties ``pens`` (warm starts); returns [(λ, val_auc, val_log_loss)]."""
+        """Fit along decreasing penalties ``pens`` (warm starts) at ``mult = (m, c)``; returns [(λ, val_auc, val_log_loss)]."""
         n0 = y.shape[0]
+        mult, const = mult
         ls = self._base_ls * mult
         lsu = None if self._base_lsu is None else self._base_lsu * mult
-        kern = self._kernel(ls, lsu)
+        kern = self._kernel(ls, lsu, const)
         Z = self._pack(XLs, XRs, Us)
         yt = torch.as_tensor(y).to(self._torch_dtype).to(self._device)
         # centres: uniform among the original (not swapped) pairs with two distinct items
@@ -389,7 +373,8 @@ class _PairModel:
 
     # ----------------------------------------------------------- predict
     def _decision_scaled(self, XLs, XRs, Us=None) -> np.ndarray:
-        kern = self._kernel(self.lengthscales_, getattr(self, "context_lengthscales_", None) if self._kind == "cgpm" else None)
+        kern = self._kernel(self.lengthscales_, getattr(self, "context_lengthscales_", None) if self._kind == "cgpm" else None,
+                            getattr(self, "item_constant_", 0.0))
         Z = self._pack(XLs, XRs, Us)
         parts = [self.centres_left_, self.centres_right_] + ([self.centres_context_] if self._kind == "cgpm" else [])
         C = torch.as_tensor(np.concatenate(parts, 1)).to(self._torch_dtype).to(self._device)
@@ -423,6 +408,7 @@ class _PairModel:
         meta = {"model_name": self.model_name, "kind": self._kind, "feature_names": list(self.feature_names),
                 "context_names": list(getattr(self, "context_names", []) or []), "model_version": int(self.model_version),
                 "n_train": int(self.n_train_), "penalty": float(self.penalty_), "multiplier": float(self.multiplier_),
+                "item_constant": float(getattr(self, "item_constant_", 0.0)),
                 "loss": self.loss, "val_auc": None if not np.isfinite(self.val_auc_) else float(self.val_auc_)}
         return {"meta": meta, "arrays": {k: np.asarray(v, dtype=dt) for k, v in arrays.items()}}
 
@@ -449,6 +435,9 @@ class _PairModel:
                 m.n_context_ = m.context_lengthscales_.shape[0]
             m.model_version, m.n_train_ = int(meta["model_version"]), int(meta["n_train"])
             m.penalty_, m.multiplier_ = float(meta["penalty"]), float(meta["multiplier"])
+            m.item_constant_ = c = float(meta.get("item_constant", 0.0))    # older snapshots: pure k_E
+            if not (math.isfinite(c) and c >= 0) or (kind == "upm" and c):
+                raise SnapshotError(f"Bad item_constant {c!r} in a {kind!r} state.")
             m.loss = meta.get("loss", "logistic")
             m.val_auc_ = float("nan") if meta.get("val_auc") is None else float(meta["val_auc"])
         except SnapshotError:
@@ -475,6 +464,10 @@ class GPM(_PairModel):
         λ of the FALKON objective; "auto" → search over ``penalty_grid`` (see ``selection``).
     lengthscale_multiplier : float or "auto", default="auto"
         ``m`` in ``ℓ_j = m · median_j · √d``; "auto" → search over ``multiplier_grid``.
+    item_constant : float >= 0, "auto" or None, default=None (= "auto"; 0 for UPM)
+        ``c`` of the item kernel ``(c + k)/√(1 + c)``, pair kernel ``(k_E + c·k_UPM)/(1 + c)`` ⊇ UPM;
+        0 is the paper's pure k_E; "auto" → searched over ``constant_grid`` (0, 1, 10, 100) with λ
+        and m. Pref-SHAP stays exact for any c (docs/prefshap.md, docs/gpm.md).
     n_centres : int, optional
         Nyström centres M (default ``min(max_centres, ceil(centre_factor · √n))``).
     validation_fraction : float, default=0.1
@@ -495,8 +488,8 @@ class GPM(_PairModel):
     lengthscales_ : ndarray (d,)
     centres_left_, centres_right_ : ndarray (M, d), scaled space
     alpha_ : ndarray (M,)
-    penalty_, multiplier_ : selected hyper-parameters;  selection_ : "holdout", "cv" or "none"
-    cv_results_ : list of dicts, one per grid point (``val_auc``, ``val_log_loss``; with CV their
+    penalty_, multiplier_, item_constant_ : selected hyper-parameters;  selection_ : "holdout", "cv" or "none"
+    cv_results_ : list of dicts, one per grid point (``penalty``, ``multiplier``, ``constant``, ``val_auc``, ``val_log_loss``; with CV their
         means over folds plus ``fold_auc`` / ``fold_log_loss`` lists)
     val_auc_ : float (hold-out/eval_set AUC; with CV and no eval_set the mean fold AUC);  n_train_ : int;  model_version : int;  fit_time_ : float (s)
 

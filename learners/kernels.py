@@ -8,6 +8,8 @@ the structure Pref-SHAP needs (Hu, Chau et al. 2022, Section 3). On pairs of ite
 
 * the generalised preferential kernel (Hu, Chau et al. 2022, Section 2.1; Chau et al. 2022)
   :math:`k_E((a,b),(c,d)) = k(a,c)k(b,d) - k(a,d)k(b,c)` — :func:`pref_kernel`;
+  with an optional constant ``c`` in the item kernel, :math:`(c + k)/\\sqrt{1 + c}`, it becomes
+  :math:`(k_E + c\\,k_{UPM})/(1 + c)` (so its RKHS also holds UPM's :math:`f(a) - f(b)`);
 * the context kernel of C-GPM, :math:`k_U(u,v)\\,k_E((a,b),(c,d))` — :func:`context_pref_kernel`;
 * the utility (UPM) kernel :math:`k(a,c)+k(b,d)-k(a,d)-k(b,c)`, whose RKHS holds exactly the
   functions :math:`g(a,b) = f(a)-f(b)` of Hu, Chau et al. (2022) eq. (1) — :func:`utility_pair_kernel`.
@@ -126,10 +128,15 @@ def rbf_np(X, Y, lengthscales) -> np.ndarray:
     return K.cpu().numpy()
 
 
-def pref_kernel(XL, XR, CL, CR, ls):
+def pref_kernel(XL, XR, CL, CR, ls, constant: float = 0.0):
     """Generalised preferential kernel k_E between pairs (Hu, Chau et al. 2022, Section 2.1).
 
     ``k_E((xl, xr), (cl, cr)) = k(xl, cl) k(xr, cr) − k(xl, cr) k(xr, cl)`` with ``k`` = :func:`rbf`.
+    With ``constant = c > 0`` the item kernel is ``k_c = (c + k)/√(1 + c)`` and the pair kernel
+    ``k_c(xl,cl)k_c(xr,cr) − k_c(xl,cr)k_c(xr,cl) = (k_E + c·k_UPM)/(1 + c)``
+    (:func:`utility_pair_kernel`), evaluated in that form (no c² cancellation); its RKHS contains
+    UPM's ``f(a) − f(b)`` as well as k_E's functions. The division by ``1 + c`` makes ``c`` a mixing
+    weight at a fixed penalty: ``c = 0`` is k_E, ``c → ∞`` tends to the UPM kernel.
 
     Parameters
     ----------
@@ -139,6 +146,8 @@ def pref_kernel(XL, XR, CL, CR, ls):
         Left and right items of the second pairs (e.g. Nyström centres).
     ls : tensor or array of shape (d,)
         Length-scales.
+    constant : float, default 0.0
+        ``c ≥ 0``: item kernel ``(c + k)/√(1 + c)``.
 
     Returns
     -------
@@ -151,22 +160,26 @@ def pref_kernel(XL, XR, CL, CR, ls):
     >>> float(pref_kernel(a, b, a, b, [1.0])[0, 0]) == float(-pref_kernel(b, a, a, b, [1.0])[0, 0])
     True
     """
-    return rbf(XL, CL, ls) * rbf(XR, CR, ls) - rbf(XL, CR, ls) * rbf(XR, CL, ls)
+    K = rbf(XL, CL, ls) * rbf(XR, CR, ls) - rbf(XL, CR, ls) * rbf(XR, CL, ls)
+    if constant:
+        K = (K + constant * utility_pair_kernel(XL, XR, CL, CR, ls)) / (1.0 + constant)
+    return K
 
 
-def context_pref_kernel(XL, XR, U, CL, CR, CU, ls, ls_context):
+def context_pref_kernel(XL, XR, U, CL, CR, CU, ls, ls_context, constant: float = 0.0):
     """C-GPM kernel ``k_U(u, u_m) · k_E((xl, xr), (cl_m, cr_m))`` (Hu, Chau et al. 2022, Section 2.1).
 
     Parameters
     ----------
     XL, XR : (n, d);  U : (n, p);  CL, CR : (m, d);  CU : (m, p)
-    ls : (d,) item length-scales;  ls_context : (p,) context length-scales.
+    ls : (d,) item length-scales;  ls_context : (p,) context length-scales;
+    constant : ``c ≥ 0`` of the item kernel ``(c + k)/√(1 + c)`` (see :func:`pref_kernel`).
 
     Returns
     -------
     K : tensor or ndarray of shape (n, m)
     """
-    return rbf(U, CU, ls_context) * pref_kernel(XL, XR, CL, CR, ls)
+    return rbf(U, CU, ls_context) * pref_kernel(XL, XR, CL, CR, ls, constant)
 
 
 def utility_pair_kernel(XL, XR, CL, CR, ls):
@@ -229,6 +242,9 @@ class PairKernel:
         Item length-scales.
     context_lengthscales : tensor of shape (p,) or None
         Context length-scales (``kind="cgpm"`` only).
+    constant : float, default 0.0
+        ``c ≥ 0`` of the item kernel ``(c + k)/√(1 + c)`` of ``"gpm"`` / ``"cgpm"``: pair kernel ``(k_E + c·k_UPM)/(1 + c)``
+        (see :func:`pref_kernel`); must be 0 for ``"upm"``.
 
     Calling ``kernel(Z1, Z2)`` returns the (n1, n2) kernel matrix as a tensor on ``Z1``'s device.
     """
@@ -236,6 +252,7 @@ class PairKernel:
     kind: str
     lengthscales: torch.Tensor
     context_lengthscales: torch.Tensor | None = None
+    constant: float = 0.0
 
     def __post_init__(self):
         if self.kind not in ("gpm", "cgpm", "upm"):
@@ -244,6 +261,10 @@ class PairKernel:
             )
         if self.kind == "cgpm" and self.context_lengthscales is None:
             raise InvalidParameterError("PairKernel(kind='cgpm') needs context_lengthscales of shape (p,).")
+        c = float(self.constant)
+        if not (np.isfinite(c) and c >= 0.0) or (self.kind == "upm" and c != 0.0):
+            raise InvalidParameterError(
+                f"The 'constant' parameter of PairKernel must be a finite float >= 0 (0 for kind='upm'). Got {self.constant!r} instead.")
 
     @property
     def d(self) -> int:
@@ -260,7 +281,7 @@ class PairKernel:
 
     def to(self, dtype, device) -> "PairKernel":
         cl = None if self.context_lengthscales is None else self.context_lengthscales.to(dtype=dtype, device=device)
-        return PairKernel(self.kind, self.lengthscales.to(dtype=dtype, device=device), cl)
+        return PairKernel(self.kind, self.lengthscales.to(dtype=dtype, device=device), cl, self.constant)
 
     def __call__(self, Z1: torch.Tensor, Z2: torch.Tensor) -> torch.Tensor:
         d = self.d
@@ -272,7 +293,10 @@ class PairKernel:
         k_rl = torch.exp(-0.5 * _sqdist_scaled(R1, L2, ls))
         if self.kind == "upm":
             return k_ll + k_rr - k_lr - k_rl
+        upm = (k_ll + k_rr - k_lr - k_rl).mul_(float(self.constant)) if self.constant else None
         K = k_ll.mul_(k_rr).sub_(k_lr.mul_(k_rl))
+        if upm is not None:
+            K.add_(upm).div_(1.0 + float(self.constant))
         if self.kind == "cgpm":
             lsu = self.context_lengthscales.to(dtype=Z1.dtype, device=Z1.device)
             K.mul_(torch.exp(-0.5 * _sqdist_scaled(Z1[:, 2 * d:], Z2[:, 2 * d:], lsu)))

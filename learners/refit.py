@@ -413,7 +413,7 @@ class RefittingGPM(PreferenceLearner):
         -------
         dict
             ``duration_s`` (float, s), ``n_train`` (int), ``val_auc`` (float, hold-out AUC of the
-            selected model), ``device`` (str), ``model_version`` (int), ``penalty``, ``multiplier``,
+            selected model), ``device`` (str), ``model_version`` (int), ``penalty``, ``multiplier``, ``item_constant``,
             ``trigger`` ("first", "count", "time" or "drift").
         """
         job = self.refit_begin()
@@ -473,7 +473,8 @@ class RefittingGPM(PreferenceLearner):
             self._refitting = False
         info = {"duration_s": time.perf_counter() - job["t0"], "n_train": int(model.n_train_),
                 "val_auc": float(model.val_auc_), "device": job["device"], "model_version": self._version,
-                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_), "trigger": job["trigger"]}
+                "penalty": float(model.penalty_), "multiplier": float(model.multiplier_),
+                "item_constant": float(getattr(model, "item_constant_", 0.0)), "trigger": job["trigger"]}
         self.last_refit_info = info
         return info
 

@@ -65,10 +65,10 @@ def test_gpm_beats_upm_on_intransitive_duels(duels):
     auc_g = roc_auc(y[240:], g.decision_function(A[240:], B[240:]))
     auc_u = roc_auc(y[240:], u.decision_function(A[240:], B[240:]))
     assert auc_g > 0.8 and auc_g > auc_u
-    assert g.penalty_ in g.penalty_grid and g.multiplier_ in g.multiplier_grid
-    assert len(g.cv_results_) == len(g.penalty_grid) * len(g.multiplier_grid)
+    assert g.penalty_ in g.penalty_grid and g.multiplier_ in g.multiplier_grid and g.item_constant_ in g.constant_grid
+    assert len(g.cv_results_) == len(g.penalty_grid) * len(g.multiplier_grid) * len(g.constant_grid)
     best = max(g.cv_results_, key=lambda r: (r["val_auc"], -r["val_log_loss"]))
-    assert (best["penalty"], best["multiplier"]) == (g.penalty_, g.multiplier_)
+    assert (best["penalty"], best["multiplier"], best["constant"]) == (g.penalty_, g.multiplier_, g.item_constant_)
 
 
 def test_upm_decision_is_utility_difference(duels):
@@ -163,7 +163,7 @@ def test_bad_input_raises(duels):
 
 def test_cv_selection_is_deterministic_and_picks_best_mean_fold_auc(duels):
     A, B, y = duels
-    kw = dict(penalty_grid=(1e-2, 1e-4, 1e-6), multiplier_grid=(0.5, 2.0), selection="cv", cv_folds=4)
+    kw = dict(penalty_grid=(1e-2, 1e-4, 1e-6), multiplier_grid=(0.5, 2.0), selection="cv", cv_folds=4, item_constant=0.0)
     m1 = GPM(seed=3, **kw).fit(A[:160], B[:160], y[:160])
     m2 = GPM(seed=3, **kw).fit(A[:160], B[:160], y[:160])
     assert m1.selection_ == "cv" and m1.n_train_ == 160  # no pair is held out of the final fit
@@ -190,7 +190,7 @@ def test_cv_fold_score_matches_an_explicit_refit(duels):
     A, B, y = duels
     n, k, seed = 120, 3, 5
     kw = dict(penalty_grid=(1e-3, 1e-5), multiplier_grid=(1.0,), selection="cv", cv_folds=k, loss="squared", tol=1e-12,
-              max_iter=200, seed=seed)
+              max_iter=200, seed=seed, item_constant=0.0)
     m = GPM(**kw).fit(A[:n], B[:n], y[:n])
     folds = np.array_split(np.random.default_rng(seed).permutation(n), k)
     vi = np.sort(folds[0])
@@ -217,7 +217,8 @@ def test_selection_auto_switches_on_size(duels):
     large = GPM(cv_max_train=100, **kw).fit(A[:200], B[:200], y[:200])
     assert small.selection_ == "cv" and small.n_train_ == 200
     assert large.selection_ == "holdout" and large.n_train_ == 180 and "fold_auc" not in large.cv_results_[0]
-    assert GPM(penalty=1e-4, lengthscale_multiplier=1.0).fit(A[:50], B[:50], y[:50]).selection_ == "none"
+    assert GPM(penalty=1e-4, lengthscale_multiplier=1.0, item_constant=0.0).fit(A[:50], B[:50], y[:50]).selection_ == "none"
+    assert GPM(penalty=1e-4, lengthscale_multiplier=1.0).fit(A[:50], B[:50], y[:50]).selection_ == "holdout"  # c searched
     with pytest.raises(InvalidParameterError):
         GPM(selection="kfold").fit(A, B, y)
     with pytest.raises(InvalidParameterError):

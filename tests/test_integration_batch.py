@@ -137,7 +137,8 @@ def test_gpm_merge_is_the_weighted_ensemble():
     A, B = rng.normal(size=(20, 2)), rng.normal(size=(20, 2))
     want = sum(n * lr.model.decision_function(A, B) for lr, n in parts) / 400
     got = merged.model.decision_function(A, B)
-    same_scaling = np.allclose(parts[0][0].model.lengthscales_, parts[1][0].model.lengthscales_)
+    same_scaling = np.allclose(parts[0][0].model.lengthscales_, parts[1][0].model.lengthscales_) and \
+        parts[0][0].model.item_constant_ == parts[1][0].model.item_constant_      # same item kernel (c + k)
     if same_scaling:
         assert np.allclose(got, want, rtol=1e-5, atol=1e-8)
     else:  # different length-scales: the part with most examples is used

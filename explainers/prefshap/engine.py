@@ -38,19 +38,41 @@ class _Space:
     The centre sets (e.g. c^ℓ and c^r) are stored once as their distinct rows, since Γ_S(c, x)
     depends on the centre only through its coordinates (Nyström centres are catalog items, so
     c^ℓ ∪ c^r has far fewer distinct rows than 2M).
+
+    With ``mass=True`` Γ gets one more column after the distinct centres, the CME's total weight
+    Γ_S(1, x) = Σ_i β_i(x) (1 after normalisation): the conditional mean of the constant function 1,
+    which a constant term of the item kernel needs (:meth:`split`).
     """
 
     def __init__(self, eng: "_Engine", ref: np.ndarray, items: np.ndarray, centre_sets: Sequence[np.ndarray],
-                 ls: np.ndarray):
+                 ls: np.ndarray, mass: bool = False):
+        self.mass = bool(mass)
         self.ref = eng.tensor(ref / ls)                      # (n, d) reference sample (catalog)
         self.items = eng.tensor(items / ls)                  # (T, d) distinct items explained
         uniq, maps = _unique_rows(*[np.asarray(c, dtype=np.float64) for c in centre_sets])
         self.centres = eng.tensor(uniq / ls)                 # (M_u, d)
         self.maps = [torch.as_tensor(m, device=eng.device) for m in maps]
 
-    def split(self, G: torch.Tensor) -> list:
-        """Γ over the distinct centres (cb, T, M_u) → one (cb, T, M) tensor per centre set."""
+    def split(self, G: torch.Tensor, constant: float = 0.0) -> list:
+        """Γ over the distinct centres (cb, T, M_u) → one (cb, T, M) tensor per centre set.
+
+        With ``constant = c`` each entry is the conditional mean of the item kernel (c + k)/√(1 + c)
+        instead of k: (c·Σβ(x) + Γ_S(c_m, x))/√(1 + c) (docs/prefshap.md), with Σβ(x) the mass column
+        of a space built with ``mass=True``, else 1 (normalised or marginal weights sum to one).
+        """
+        if constant:
+            r = 1.0 / float(np.sqrt(1.0 + constant))
+            if self.mass:
+                return [G[..., m].add_(G[..., -1:], alpha=constant).mul_(r) for m in self.maps]
+            return [G[..., m].add_(constant).mul_(r) for m in self.maps]
         return [G[..., m] for m in self.maps]          # advanced indexing: ~6x faster than index_select(2)
+
+    def centre_kernel(self, eng: "_Engine", A: torch.Tensor, Zc: torch.Tensor) -> torch.Tensor:
+        """k_·(A, centres) under the masks ``Zc``: (cb, n_A, M_u), plus the all-ones mass column if ``mass``."""
+        K = _masked_kernel(A, self.centres, Zc)
+        if self.mass:
+            K = torch.cat([K, torch.ones(K.shape[:2] + (1,), dtype=K.dtype, device=K.device)], dim=2)
+        return K
 
 
 class _Engine:
@@ -85,7 +107,7 @@ class _Engine:
         return torch.as_tensor(np.ascontiguousarray(a), dtype=self.dtype, device=self.device)
 
     def chunk_size(self, space: _Space, extra_per_coalition: float = 0.0) -> int:
-        n, T, Mu = space.ref.shape[0], space.items.shape[0], space.centres.shape[0]
+        n, T, Mu = space.ref.shape[0], space.items.shape[0], space.centres.shape[0] + int(space.mass)
         M = sum(m.shape[0] for m in space.maps)
         floats = 2 * n * n + 2 * n * T + 3 * Mu * n + 4 * Mu * T + 2 * M * T + extra_per_coalition
         per = floats * torch.finfo(self.dtype).bits / 8
@@ -107,8 +129,9 @@ class _Engine:
         return L
 
     def gammas(self, space: _Space, masks: np.ndarray, extra_per_coalition: float = 0.0, key_space="items"):
-        """Yield (slice, Γ) over chunks of ``masks``; Γ has shape (cb, T, M_u): Γ[c, t, u] = Γ_S(c_u, x_t)."""
-        n, T, Mu = space.ref.shape[0], space.items.shape[0], space.centres.shape[0]
+        """Yield (slice, Γ) over chunks of ``masks``; Γ has shape (cb, T, M_u): Γ[c, t, u] = Γ_S(c_u, x_t)
+        (M_u + 1 columns with ``space.mass``, the last one Σβ(x_t))."""
+        n, T, Mu = space.ref.shape[0], space.items.shape[0], space.centres.shape[0] + int(space.mass)
         cb = self.chunk_size(space, extra_per_coalition)
         precond = None
         if self.solver == "cg" and self.value_function == "observational":
@@ -131,7 +154,7 @@ class _Engine:
             keys = [row.tobytes() for row in zb]
             got = None if bank is None else bank.get(keys)
             if got is None:
-                Kc = _masked_kernel(space.ref, space.centres, 1.0 - Zc)   # (cb, n, M_u): k_{S^c}(X, c)
+                Kc = space.centre_kernel(self, space.ref, 1.0 - Zc)       # (cb, n, M_u): k_{S^c}(X, c)
             else:
                 Kc = got["Kc"]
             if self.value_function != "observational":
@@ -196,7 +219,7 @@ class _Engine:
                 # Ω: no feature left to integrate, Σ β̃ = 1 (the literal estimator keeps Σβ(x))
                 m[torch.as_tensor(np.flatnonzero(full), device=self.device)] = 1.0
             del Kc
-            m *= _masked_kernel(space.items, space.centres, Zc)     # k_S(x, c)
+            m *= space.centre_kernel(self, space.items, Zc)         # k_S(x, c)
             yield sl, m
 
 

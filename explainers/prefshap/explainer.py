@@ -150,7 +150,9 @@ class PrefSHAP:
     def _item_space(self, eng: _Engine, items_scaled: np.ndarray, centres: list | None = None) -> _Space:
         ls = self._p.ls
         cs = centres if centres is not None else [self._p.cl, self._p.cr]
-        return _Space(eng, self._ref, items_scaled, cs, ls)
+        # Σβ(x) is needed only by the literal (unnormalised) observational CME; otherwise it is exactly 1
+        mass = self._p.constant > 0 and not self.normalize_cme and self.value_function == "observational"
+        return _Space(eng, self._ref, items_scaled, cs, ls, mass=mass)
 
     @staticmethod
     def _signed_weights(space: _Space, W: torch.Tensor) -> torch.Tensor:
@@ -273,7 +275,7 @@ class PrefSHAP:
                 out[sl] = (f[:, a_t] - f[:, b_t]).cpu().numpy()
             return out
         for sl, G in eng.gammas(space, masks_full):
-            GL, GR = space.split(G)
+            GL, GR = space.split(G, self._p.constant)
             out[sl] = _pair_values(GL, GR, a_t, b_t, W, eng.mem / 4).cpu().numpy()
         return out
 
@@ -398,7 +400,7 @@ class PrefSHAP:
                 f = torch.matmul(G, self._signed_weights(space, W))
                 v[sl] = (f[:, ia_t] - f[:, io_t].mean(dim=1, keepdim=True)).cpu().numpy()
             else:
-                GL, GR = space.split(G)
+                GL, GR = space.split(G, self._p.constant)
                 mGL = GL[:, io_t].mean(dim=1, keepdim=True)                # (cb, 1, M)
                 mGR = GR[:, io_t].mean(dim=1, keepdim=True)
                 v[sl] = torch.matmul(GL[:, ia_t] * mGR - GR[:, ia_t] * mGL, W).cpu().numpy()
@@ -428,7 +430,8 @@ class PrefSHAP:
         return out
 
     def _xi(self, eng: _Engine, XL: np.ndarray, XR: np.ndarray) -> torch.Tensor:
-        """Ξ_m(x^ℓ_p, x^r_p) = k(x^ℓ,c^ℓ_m)k(x^r,c^r_m) − k(x^ℓ,c^r_m)k(x^r,c^ℓ_m): (M, P)."""
+        """Ξ_m(x^ℓ_p, x^r_p) = k(x^ℓ,c^ℓ_m)k(x^r,c^r_m) − k(x^ℓ,c^r_m)k(x^r,c^ℓ_m): (M, P), with the item
+        kernel (c + k)/√(1 + c) when the model has a constant (= (k_E + c·k_UPM)/(1 + c))."""
         p = self._p
         ls = p.ls
         L = eng.tensor(np.asarray(p.transform(XL), float) / ls)
@@ -436,7 +439,11 @@ class PrefSHAP:
         cl, cr = eng.tensor(p.cl / ls), eng.tensor(p.cr / ls)
         ones = torch.ones((1, len(ls)), dtype=eng.dtype, device=eng.device)
         k = lambda A, C: _masked_kernel(C, A, ones)[0]    # (M, P)
-        return k(L, cl) * k(R, cr) - k(L, cr) * k(R, cl)
+        kll, krr, klr, krl = k(L, cl), k(R, cr), k(L, cr), k(R, cl)
+        xi = kll * krr - klr * krl
+        if p.constant:
+            xi = (xi + p.constant * (kll + krr - klr - krl)) / (1.0 + p.constant)
+        return xi
 
     def _require_cgpm(self):
         if self._p.kind != "cgpm":
@@ -551,6 +558,10 @@ class PrefSHAP:
             W = None
         else:
             raise InvalidInputError("concat-shap explains a GPM or C-GPM preference function g.")
+        if p.constant:
+            raise InvalidInputError(
+                f"concat-shap (a baseline) is implemented for the pure k_E kernel; this model has item_constant_="
+                f"{p.constant:g}. Fit the baseline GPM with item_constant=0, or use explain_duels (exact for c + k).")
         d = len(p.feature_names)
         XL = _check_matrix("XL", XL, d); XR = _check_matrix("XR", XR, d)
         if XL.shape != XR.shape:

@@ -32,6 +32,7 @@ class _Parts:
     transform_context: Callable | None = None
     model_name: str = ""
     model_version: int = 0
+    constant: float = 0.0          # c of the item kernel c + k_RBF (GPM / C-GPM; 0 = pure k_E)
 
 
 def _model_kind(model) -> str:
@@ -70,9 +71,13 @@ def _parts(model) -> _Parts:
         version = int(version)
     except (TypeError, ValueError):
         version = 0
-    p = _Parts(kind=_model_kind(model), feature_names=names, ls=ls, cl=cl, cr=cr, alpha=alpha,
+    kind = _model_kind(model)
+    constant = float(getattr(model, "item_constant_", 0.0) or 0.0)
+    if not (np.isfinite(constant) and constant >= 0) or (kind == "upm" and constant != 0):
+        raise InvalidInputError(f"Model item_constant_ must be a finite float >= 0 (0 for a UPM); got {constant!r}.")
+    p = _Parts(kind=kind, feature_names=names, ls=ls, cl=cl, cr=cr, alpha=alpha,
                transform=model.transform, model_name=str(getattr(model, "model_name", type(model).__name__)),
-               model_version=version)
+               model_version=version, constant=constant)
     if p.kind == "cgpm":
         p.context_names = list(model.context_names)
         p.ls_u = np.asarray(model.context_lengthscales_, dtype=np.float64).reshape(-1)

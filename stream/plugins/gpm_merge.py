@@ -1,9 +1,9 @@
 """Merging per-partition GPMs into one: the count-weighted ensemble g = Σ_k w_k g_k.
 
-With equal length-scales (and scalers) the ensemble is again a GPM of Hu, Chau et al. (2022),
+With equal length-scales, scalers and item-kernel constants the ensemble is again a GPM of Hu, Chau et al. (2022),
 *Explaining Preferences with Shapley Values* (Sec. 2): its Nyström centres are the union of the
 parts' centres and its coefficients are w_k α_k with w_k = n_k / Σ n, so Pref-SHAP explains it
-exactly. Parts with different length-scales or scalers cannot be pooled that way: the part
+exactly. Parts with different length-scales, scalers or constants cannot be pooled that way: the part
 with the most examples is used (logged). Unfitted parts are left out.
 """
 
@@ -35,6 +35,8 @@ def merge_gpm(parts: list):
     ls0 = np.asarray(models[0].lengthscales_)
     same = all(np.allclose(np.asarray(m.lengthscales_), ls0) for m in models)
     same = same and all(np.allclose(_scaler_params(m), _scaler_params(models[0])) for m in models)
+    c0 = float(getattr(models[0], "item_constant_", 0.0))
+    same = same and all(float(getattr(m, "item_constant_", 0.0)) == c0 for m in models)   # same item kernel c + k
     ctx = getattr(models[0], "centres_context_", None) is not None
     if ctx:
         same = same and all(np.allclose(np.asarray(m.context_lengthscales_), np.asarray(models[0].context_lengthscales_))
