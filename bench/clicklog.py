@@ -209,6 +209,9 @@ def obd_part() -> dict:
 
 
 def main(argv=None) -> int:
+    from stream import load_builtins
+
+    load_builtins()  # the registry knows no model until the built-ins are registered
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=20000)
     ap.add_argument("--model", default="linear-bt", help="learner worker model (linear-bt or capacity)")

@@ -250,6 +250,9 @@ def _summary(n_events, t0, expl_alarms, model_alarms, hist, n_expl, seconds, top
 
 
 def main(argv=None) -> int:
+    from stream import load_builtins
+
+    load_builtins()  # the registry knows no model until the built-ins are registered
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stationary", type=int, default=50_000, help="events before t0 (real outcomes)")
     ap.add_argument("--after", type=int, default=10_000, help="events after t0 (Defense-led outcomes)")

@@ -319,6 +319,9 @@ def gpm_kernel_lines(gk: dict, gk_cv: dict | None, load: float) -> list[str]:
 
 
 def main(argv=None) -> None:
+    from stream import load_builtins
+
+    load_builtins()  # the registry knows no model until the built-ins are registered
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", nargs="*", default=DATASETS)
     ap.add_argument("--max-events", type=int, default=20000)
