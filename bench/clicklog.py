@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -55,6 +54,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from bench.worker_run import delete_topics, stop_worker  # noqa: E402
 
 LOGGING_WEIGHTS = [0.0, 0.0, 0.0, 1.0, 1.0]  # the production ranker: income + international
 MODEL_PARAMS = {"linear-bt": {"learning_rate": 0.05},
@@ -150,20 +150,8 @@ def run_worker(bootstrap: str, model: str, items: list[dict], records: list[dict
             time.sleep(0.5)
         dead = _metric_sum(scrape(), "prefstream_dead_letters_total{")
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-        try:
-            from kafka.admin import KafkaAdminClient
-
-            a = KafkaAdminClient(**opts)
-            a.delete_topics(list(topics.values()))
-            a.delete_topics([f"bench-clicklog-{u}-__assignor-__leader"])  # Faust's assignor topic of the group
-            a.close()
-        except Exception:  # noqa: BLE001
-            pass
+        stop_worker(worker, 20)
+        delete_topics(opts, list(topics.values()) + [f"bench-clicklog-{u}-__assignor-__leader"])  # + Faust's assignor topic
     if snap is None:
         raise SystemExit(f"the worker did not learn {expected_learned} pairs in {timeout:.0f} s; see {log.name}")
     clean, _info = split_stream_meta(snap["state"])

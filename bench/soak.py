@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -48,6 +47,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from bench.worker_run import delete_topics, stop_worker  # noqa: E402
 
 
 def _free_port() -> int:
@@ -189,19 +189,8 @@ def main(argv=None) -> int:
                 break
             time.sleep(2.0)
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-        try:
-            from kafka.admin import KafkaAdminClient
-
-            a = KafkaAdminClient(**opts)
-            a.delete_topics(list(topics.values()))
-            a.close()
-        except Exception:
-            pass
+        stop_worker(worker, 30)
+        delete_topics(opts, topics.values())
 
     lost = duplicated = 0
     learned_min = N

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from bench.worker_run import delete_topics, stop_worker  # noqa: E402
 
 
 def _free_port() -> int:
@@ -254,19 +254,8 @@ def main(argv=None) -> int:
             line.split('le="', 1)[1].split('"', 1)[0] + ":" + line.rsplit(" ", 1)[1].split(".")[0]
             for line in text.splitlines() if line.startswith("prefstream_learn_latency_seconds_bucket{")))
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-        try:
-            from kafka.admin import KafkaAdminClient
-
-            a = KafkaAdminClient(**opts)
-            a.delete_topics(list(topics.values()))
-            a.close()
-        except Exception:
-            pass
+        stop_worker(worker, 20)
+        delete_topics(opts, topics.values())
 
     span = (t_done - t_first) if (t_done and t_first) else float("nan")
     first_count /= n_models  # the counter sums over models
