@@ -356,6 +356,14 @@ def demo_cmd(
     """Run the end-to-end demo (broker, replay of a real data set, learner + explainer workers, summary, HTML report)."""
     import importlib
 
+    from stream import registry
+
+    try:  # unknown model names end here, before any broker, replay or worker starts
+        for m in ([m.strip() for m in models.split(",") if m.strip()] if models else []):
+            registry.get_model(m)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     try:
         demo = importlib.import_module("stream.demo")
     except ImportError:

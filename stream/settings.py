@@ -248,8 +248,8 @@ class Settings:
         for k, v in (overrides or {}).items():
             if v is None:
                 continue
-            f = _known(names, k, "overrides")
-            values[k] = _coerce(f, v, "overrides")
+            f = _known(names, k, _OVERRIDES)
+            values[k] = _coerce(f, v, _OVERRIDES)
         return cls(**values)
 
     # ------------------------------------------------------------------- helpers
@@ -370,6 +370,10 @@ def _from_env(f, text: str, var: str) -> Any:
     return text
 
 
+#: Where a value passed to :meth:`Settings.load` as an override came from (the CLI's flags and ``--set``).
+_OVERRIDES = "the command line (a flag or --set)"
+
+
 def _coerce(f, v: Any, src: str) -> Any:
     """Check (and lightly normalise) one value; raise the house message otherwise."""
     m = f.metadata
@@ -379,7 +383,7 @@ def _coerce(f, v: Any, src: str) -> Any:
         shown = "***" if m["secret"] else repr(v)
         return InvalidParameterError(
             f"The {f.name!r} setting must be {expected}. Got {shown} instead (from {src}"
-            + ("" if src.startswith("environment") else f"; environment variable {Settings.env_var(f.name)}") + ").")
+            + (f"; environment variable {Settings.env_var(f.name)}" if src.startswith("config file") else "") + ").")
 
     if v is None and (kind.startswith("opt_")):
         return None
