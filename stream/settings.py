@@ -96,6 +96,8 @@ class Settings:
                                    secret=True)
     ssl_cafile: str | None = _f(None, "PEM file of the CA that signed the brokers' certificates.", "opt_str")
     client_id: str = _f("prefstream", "Kafka client.id prefix.", "str")
+    broker_wait_seconds: float = _f(5.0, "Seconds the workers, replay, tail and topics commands wait for a broker "
+                                    "to answer before they stop with one error line.", "float", lo=0, lo_open=True)
     # ----------------------------------------------------------------------- topics
     topic_preferences: str = _f("prefstream.preferences", "Preference events in (key event_id).", "str")
     topic_clicks: str = _f("prefstream.clicks", "Click sessions in (key session_id).", "str")

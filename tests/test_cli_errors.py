@@ -89,3 +89,33 @@ def test_a_bad_file_value_still_names_the_environment_variable_that_overrides_it
     cfg.write_text(json.dumps({"explain_sample_rate": 2}))
     with pytest.raises(InvalidParameterError, match=r"from config file .*; environment variable PREFSTREAM_EXPLAIN_SAMPLE_RATE\)"):
         Settings.load(cfg, {}, environ={})
+
+
+@pytest.mark.parametrize("argv", [
+    ["worker", "learn", "--models", "capacity", "--set", 'feature_names=["a"]', "--metrics-port", "0"],
+    ["worker", "explain", "--metrics-port", "0"],
+    ["tail", "--timeout", "3"],
+    ["replay", "{events}"],
+    ["topics", "create"],
+])
+def test_no_broker_is_one_error_line_and_exit_1_within_the_wait(tmp_path, argv):
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+    events = tmp_path / "events.jsonl"
+    events.write_text("{}\n")
+    argv = [a.replace("{events}", str(events)) for a in argv]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("PREFSTREAM_CONFIG", None)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "stream", *argv, "--bootstrap", "127.0.0.1:1",
+                           "--set", "broker_wait_seconds=1"], capture_output=True, text=True, timeout=60, env=env)
+    wall = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "Traceback" not in out and "Unclosed" not in out, out
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: No Kafka broker answered at 127.0.0.1:1 within 1 s"), out
+    assert wall < 30, wall  # the 1 s wait, not aiokafka's or kafka-python's 30-60 s defaults
