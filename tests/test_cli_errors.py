@@ -119,3 +119,19 @@ def test_no_broker_is_one_error_line_and_exit_1_within_the_wait(tmp_path, argv):
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: No Kafka broker answered at 127.0.0.1:1 within 1 s"), out
     assert wall < 30, wall  # the 1 s wait, not aiokafka's or kafka-python's 30-60 s defaults
+
+
+def test_learner_loop_without_a_broker_closes_its_producer_and_raises_one_line():
+    import gc
+    import warnings
+
+    from stream.broker import BrokerError
+    from stream.workers.learner import run_learner
+
+    s = Settings.load(None, {"bootstrap_servers": "127.0.0.1:1", "metrics_port": 0}, environ={})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(BrokerError, match=r"No Kafka broker answered at 127.0.0.1:1"):
+            run_learner(s)
+        gc.collect()
+    assert not [w for w in caught if "Unclosed" in str(w.message)]
