@@ -109,6 +109,20 @@ def _settings(config, overrides: dict[str, Any]):
         raise typer.Exit(2) from None
 
 
+def _require_broker(s) -> None:
+    """End the command with one ``error:`` line and exit 1 unless a broker answers within
+    ``s.broker_wait_seconds`` (before any producer, consumer or worker is started)."""
+    from stream.broker import BrokerError, wait_for_broker
+
+    opts = s.kafka_client_options()
+    opts.pop("client_id", None)  # the probe names its own client
+    try:
+        wait_for_broker(s.bootstrap_servers, timeout=s.broker_wait_seconds, client_options=opts)
+    except BrokerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 # ------------------------------------------------------------------------------ broker
 @broker_app.command("start")
 def broker_start(timeout: float = typer.Option(120.0, help="Seconds to wait for the broker.")):
@@ -166,6 +180,7 @@ def topics_create(config: Optional[str] = ConfigOpt, bootstrap: Optional[str] = 
         "prefstream.dead-letters": s.topic_dead_letters, "prefstream.drift": s.topic_drift,
     }
     specs = {names.get(k, k): v for k, v in TOPICS.items()}
+    _require_broker(s)
     try:
         opts = s.kafka_client_options()
         opts.pop("client_id", None)  # create_topics names its own admin client
@@ -221,6 +236,7 @@ def worker_learn(
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    _require_broker(s)
     raise typer.Exit(run_learner(s, dedupe_window=dedupe_window))
 
 
@@ -241,6 +257,7 @@ def worker_explain(
     o = _worker_overrides(bootstrap, None, metrics_port, group, None, None, log_level, set_)
     o["explain_sample_rate"] = sample_rate if sample_rate is not None else o.get("explain_sample_rate")
     s = _settings(config, _with_params(config, o, param))
+    _require_broker(s)
     raise typer.Exit(run_explainer(s))
 
 
@@ -266,6 +283,7 @@ def replay_cmd(
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
         raise typer.Exit(2)
+    _require_broker(s)
     opts = {**s.kafka_client_options(), **s.producer_options()}
     opts.pop("bootstrap_servers", None)
     try:
@@ -296,6 +314,7 @@ def tail_cmd(
     from stream.tail import follow, format_record
 
     s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
+    _require_broker(s)
     try:
         for rec in follow(s, max_records=max_records, timeout=timeout, from_beginning=from_beginning):
             typer.echo(json.dumps(rec) if as_json else format_record(rec, top=top))
@@ -356,6 +375,14 @@ def demo_cmd(
     """Run the end-to-end demo (broker, replay of a real data set, learner + explainer workers, summary, HTML report)."""
     import importlib
 
+    from stream import registry
+
+    try:  # unknown model names end here, before any broker, replay or worker starts
+        for m in ([m.strip() for m in models.split(",") if m.strip()] if models else []):
+            registry.get_model(m)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     try:
         demo = importlib.import_module("stream.demo")
     except ImportError:

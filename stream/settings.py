@@ -96,6 +96,8 @@ class Settings:
                                    secret=True)
     ssl_cafile: str | None = _f(None, "PEM file of the CA that signed the brokers' certificates.", "opt_str")
     client_id: str = _f("prefstream", "Kafka client.id prefix.", "str")
+    broker_wait_seconds: float = _f(5.0, "Seconds the workers, replay, tail and topics commands wait for a broker "
+                                    "to answer before they stop with one error line.", "float", lo=0, lo_open=True)
     # ----------------------------------------------------------------------- topics
     topic_preferences: str = _f("prefstream.preferences", "Preference events in (key event_id).", "str")
     topic_clicks: str = _f("prefstream.clicks", "Click sessions in (key session_id).", "str")
@@ -248,8 +250,8 @@ class Settings:
         for k, v in (overrides or {}).items():
             if v is None:
                 continue
-            f = _known(names, k, "overrides")
-            values[k] = _coerce(f, v, "overrides")
+            f = _known(names, k, _OVERRIDES)
+            values[k] = _coerce(f, v, _OVERRIDES)
         return cls(**values)
 
     # ------------------------------------------------------------------- helpers
@@ -370,6 +372,10 @@ def _from_env(f, text: str, var: str) -> Any:
     return text
 
 
+#: Where a value passed to :meth:`Settings.load` as an override came from (the CLI's flags and ``--set``).
+_OVERRIDES = "the command line (a flag or --set)"
+
+
 def _coerce(f, v: Any, src: str) -> Any:
     """Check (and lightly normalise) one value; raise the house message otherwise."""
     m = f.metadata
@@ -379,7 +385,7 @@ def _coerce(f, v: Any, src: str) -> Any:
         shown = "***" if m["secret"] else repr(v)
         return InvalidParameterError(
             f"The {f.name!r} setting must be {expected}. Got {shown} instead (from {src}"
-            + ("" if src.startswith("environment") else f"; environment variable {Settings.env_var(f.name)}") + ").")
+            + (f"; environment variable {Settings.env_var(f.name)}" if src.startswith("config file") else "") + ").")
 
     if v is None and (kind.startswith("opt_")):
         return None

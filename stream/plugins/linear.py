@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from learners.exceptions import InvalidInputError
 from stream.example_arrays import background_arrays, side_array
+from stream.plugins.common import construct
 
 __all__ = ["explain_linear_shapley", "linear_factory", "linear_loader"]
 
@@ -27,7 +28,7 @@ def linear_factory(settings, params: dict):
     kw = dict(params)
     if getattr(settings, "feature_names", None) and "feature_names" not in kw:
         kw["feature_names"] = list(settings.feature_names)
-    return LinearBT(**kw)
+    return construct("linear-bt", LinearBT, **kw)
 
 
 def linear_loader(state: dict):

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from learners.exceptions import InvalidInputError, PrefstreamError
+from learners.exceptions import InvalidInputError, NotFittedError, PrefstreamError
 from stream import registry
 from stream.contract import (
     DeadLetter,
@@ -251,6 +251,9 @@ class ExplainerCore:
             t0 = time.perf_counter()
             try:
                 e = fn(learner, job.examples, ctx)
+            except NotFittedError:  # e.g. a GPM before its first refit: no model to explain yet, not a failure
+                self.metrics.explanations_skipped.labels(reason="no_model").inc()
+                continue
             except Exception as exc:  # noqa: BLE001 - one failing method must not stop the others
                 self.metrics.explanations_skipped.labels(reason="error").inc()
                 log.warning("%s/%s failed on %s: %s", name, method, [x.event_id for x in job.examples], exc)

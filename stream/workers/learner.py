@@ -262,6 +262,9 @@ class LearnerLoop:
     async def run(self) -> int:
         from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
         from aiokafka.abc import ConsumerRebalanceListener
+        from aiokafka.errors import KafkaError
+
+        from stream.broker import BrokerError
 
         from stream.app import TopicFollower, aiokafka_options, env_int
 
@@ -283,7 +286,11 @@ class LearnerLoop:
         self.producer = AIOKafkaProducer(acks="all", linger_ms=5, max_request_size=int(s.max_snapshot_bytes) + 65_536,
                                          compression_type=None if s.compression_type == "none" else s.compression_type,
                                          **opts)
-        await self.producer.start()
+        try:
+            await self.producer.start()
+        except KafkaError as exc:  # broker gone since the CLI's check: close the producer, one line, no traceback
+            await self.producer.stop()
+            raise BrokerError(f"No Kafka broker answered at {s.bootstrap_servers}: {exc!r}.") from None
 
         def on_item(key, value, partition, offset):
             core.items_live_from = items.start_ends  # bad records there at start were dead-lettered before
@@ -314,7 +321,14 @@ class LearnerLoop:
                 await outer.on_partitions_assigned(assigned)
 
         self.consumer.subscribe([s.topic_preferences, s.topic_clicks], listener=Listener())
-        await self.consumer.start()
+        try:
+            await self.consumer.start()
+        except KafkaError as exc:
+            items.stop()
+            items_task.cancel()
+            await self.consumer.stop()
+            await self.producer.stop()
+            raise BrokerError(f"No Kafka broker answered at {s.bootstrap_servers}: {exc!r}.") from None
         helpers = [asyncio.ensure_future(self.tick()), asyncio.ensure_future(self.gauges())]
         # "Ready" is what scripts and tests wait for (as with the Faust workers)
         print(f"[prefstream learner] Ready: group {s.consumer_group}, models {core.models}", file=sys.stderr, flush=True)
