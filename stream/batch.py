@@ -164,7 +164,7 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
             res.snapshots[name] = version
 
     def snapshot_progress(n: int) -> None:
-        for name, (acc, _ll, auc) in learner.progressive.items():
+        for name, (acc, ll, auc) in learner.progressive.items():
             v = progressive_values(acc, ll, auc)
             res.progress.append({"events": n, "model": name, "accuracy": v["accuracy"], "roc_auc": v["roc_auc"]})
 
