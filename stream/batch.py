@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from learners.exceptions import InvalidParameterError
 
-__all__ = ["BatchResult", "run_batch"]
+__all__ = ["BatchResult", "progressive_values", "run_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -164,8 +164,9 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
             res.snapshots[name] = version
 
     def snapshot_progress(n: int) -> None:
-        for name, (acc, _ll, auc) in learner.progressive.items():
-            res.progress.append({"events": n, "model": name, "accuracy": _get(acc), "roc_auc": _get(auc)})
+        for name, (acc, ll, auc) in learner.progressive.items():
+            v = progressive_values(acc, ll, auc)
+            res.progress.append({"events": n, "model": name, "accuracy": v["accuracy"], "roc_auc": v["roc_auc"]})
 
     try:
         fo, fd = open(out, "w", encoding="utf-8"), open(dead_path, "w", encoding="utf-8")
@@ -205,10 +206,8 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     res.duplicates = max((t["duplicates"] for t in res.tally.values()), default=0)
     for name, slot in st.slots.items():
         res.learned[name] = slot.count
-        acc, ll, auc = learner.progressive[name]
-        scored = getattr(acc, "n", None) if hasattr(acc, "n") else None
-        res.final[name] = {"accuracy": _get(acc), "log_loss": _get(ll), "roc_auc": _get(auc)}
-        if slot.count == 0 or scored == 0:
+        res.final[name] = progressive_values(*learner.progressive[name])
+        if slot.count == 0:
             res.final[name] = {k: None for k in res.final[name]}
     res.refits = int(sum(getattr(s.learner, "model_version", 0) or 0 for s in st.slots.values()
                          if hasattr(s.learner, "refit")))
@@ -233,6 +232,37 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
                 fh.write(json.dumps(rec) + "\n")
         write_report(rd, {"input": str(inp), **res.summary()}, all_records)
     return res
+
+
+def progressive_values(acc, ll, auc) -> dict[str, float | None]:
+    """``{"accuracy", "log_loss", "roc_auc"}`` of river's progressive metrics, None where not measured.
+
+    river reads 0.0 for all three before the first scored prediction; its ``RollingROCAUC``
+    reads 0.0 as well when the true labels seen hold a single class (AUC undefined, e.g. a
+    click stream where the clicked item always wins). Those are None here, never 0.0.
+
+    Examples
+    --------
+    >>> from river import metrics
+    >>> acc, ll, auc = metrics.Accuracy(), metrics.LogLoss(), metrics.RollingROCAUC()
+    >>> progressive_values(acc, ll, auc)
+    {'accuracy': None, 'log_loss': None, 'roc_auc': None}
+    >>> for y, p in [(True, 0.9), (True, 0.8)]:
+    ...     acc.update(y, p > 0.5); ll.update(y, p); auc.update(y, p)
+    >>> progressive_values(acc, ll, auc)["roc_auc"] is None, progressive_values(acc, ll, auc)["accuracy"]
+    (True, 1.0)
+    >>> acc.update(False, False); ll.update(False, 0.3); auc.update(False, 0.3)
+    >>> progressive_values(acc, ll, auc)["roc_auc"]
+    1.0
+    """
+    cm = getattr(acc, "cm", None)
+    if cm is not None and not cm.total_weight:
+        return {"accuracy": None, "log_loss": None, "roc_auc": None}
+    out = {"accuracy": _get(acc), "log_loss": _get(ll), "roc_auc": _get(auc)}
+    one_class = cm is not None and sum(1 for v in dict(cm.sum_row).values() if v) < 2
+    if one_class or out["roc_auc"] == 0.0:  # river's value for an undefined AUC
+        out["roc_auc"] = None
+    return out
 
 
 def _get(metric) -> float | None:

@@ -13,7 +13,7 @@ import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-__all__ = ["MetricsScraper", "by_label", "scrape"]
+__all__ = ["MetricsScraper", "by_label", "measured", "scrape"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,27 @@ def by_label(samples: dict, name: str, label: str) -> dict[str, float]:
     return dict(out)
 
 
+def measured(accuracy: float | None, roc_auc: float | None, log_loss: float | None) -> dict[str, float | None]:
+    """The progressive metrics read from the gauges, with None for "not measured".
+
+    river's metrics read 0.0 before their first validated prediction, and ``RollingROCAUC``
+    reads 0.0 when its window holds a single class (AUC undefined): accuracy and AUC both 0
+    means nothing was scored (all three None); an AUC of exactly 0 alone means undefined.
+
+    Examples
+    --------
+    >>> measured(0.0, 0.0, 0.0)
+    {'accuracy': None, 'roc_auc': None, 'log_loss': None}
+    >>> measured(0.95, 0.0, 0.2)
+    {'accuracy': 0.95, 'roc_auc': None, 'log_loss': 0.2}
+    >>> measured(0.6, 0.7, 0.65)
+    {'accuracy': 0.6, 'roc_auc': 0.7, 'log_loss': 0.65}
+    """
+    if not accuracy and not roc_auc:
+        return {"accuracy": None, "roc_auc": None, "log_loss": None}
+    return {"accuracy": accuracy, "roc_auc": roc_auc or None, "log_loss": log_loss}
+
+
 @dataclass
 class MetricsScraper:
     """Polls the learner's and explainer's Prometheus endpoints from a daemon thread.
@@ -59,7 +80,10 @@ class MetricsScraper:
     ----------
     progress : list of dict
         ``{"t", "events", "model", "accuracy", "roc_auc", "log_loss"}`` whenever a model's
-        learned count changed since the previous scrape.
+        learned count or its metric gauges changed since the previous scrape. The learner pushes
+        its gauges about once a second, after its counters: a scrape that shows the same count
+        with new gauges replaces that count's point, so the last point of a model carries the
+        gauges of its latest scrape (the summary's ``final``).
     refits : list of dict
         ``{"model", "t", "events", "duration_s"}`` per refit seen (durations from the histogram's
         sum increments; when several refits end between two scrapes they share the mean).
@@ -78,7 +102,7 @@ class MetricsScraper:
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_learned: dict[str, float] = {}
+        self._last_learned: dict[str, tuple] = {}
         self._last_refit: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
@@ -121,13 +145,21 @@ class MetricsScraper:
             auc = by_label(s, "prefstream_progressive_roc_auc", "model")
             ll = by_label(s, "prefstream_progressive_log_loss", "model")
             for model, n in sorted(learned.items()):
-                if n != self._last_learned.get(model):
-                    self._last_learned[model] = n
-                    a, u, l_ = acc.get(model), auc.get(model), ll.get(model)
-                    if not a and not u:  # river's metrics read 0 before the first validated prediction
-                        a = u = l_ = None
-                    self.progress.append({"t": round(t, 2), "events": int(n), "model": model,
-                                          "accuracy": a, "roc_auc": u, "log_loss": l_})
+                point = {"events": int(n), "model": model,
+                         **measured(acc.get(model), auc.get(model), ll.get(model))}
+                key = (n, point["accuracy"], point["roc_auc"], point["log_loss"])
+                if key == self._last_learned.get(model):
+                    continue
+                prev = self._last_learned.get(model)
+                self._last_learned[model] = key
+                point["t"] = round(t, 2)
+                if prev is not None and prev[0] == n:  # same count, fresher gauges: they belong to this count
+                    for i in range(len(self.progress) - 1, -1, -1):
+                        if self.progress[i]["model"] == model:
+                            self.progress[i] = point
+                            break
+                else:
+                    self.progress.append(point)
             cnt = by_label(s, "prefstream_refit_duration_seconds_count", "model")
             tot = by_label(s, "prefstream_refit_duration_seconds_sum", "model")
             for model, c in cnt.items():

@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from stream import clickeval
+from stream.demo.scrape import measured
 
 __all__ = ["format_summary", "summarise", "top_features"]
 
@@ -21,9 +22,9 @@ def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, 
     learned = scraper.learner("prefstream_events_learned_total")
     final = {}
     for m in models:
-        final[m] = {"accuracy": scraper.learner("prefstream_progressive_accuracy").get(m),
-                    "roc_auc": scraper.learner("prefstream_progressive_roc_auc").get(m),
-                    "log_loss": scraper.learner("prefstream_progressive_log_loss").get(m)}
+        final[m] = measured(scraper.learner("prefstream_progressive_accuracy").get(m),
+                            scraper.learner("prefstream_progressive_roc_auc").get(m),
+                            scraper.learner("prefstream_progressive_log_loss").get(m))
     by_method: dict[str, list] = defaultdict(list)
     for r in records:
         by_method[r["method"]].append(r)
@@ -106,6 +107,35 @@ def _f(v, fmt=".3f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
+def _skipped(skipped: dict) -> str:
+    """``"59 (no model snapshot yet 59)"`` from ``{"no_model": 59}``; ``"0"`` when none.
+
+    Examples
+    --------
+    >>> _skipped({"no_model": 59, "timeout": 2})
+    '61 (no model snapshot yet 59, timeout 2)'
+    >>> _skipped({})
+    '0'
+    """
+    n = sum(int(v) for v in skipped.values())
+    if not n:
+        return "0"
+    names = {"no_model": "no model snapshot yet"}
+    return f"{n} (" + ", ".join(f"{names.get(k, k.replace('_', ' '))} {int(v)}" for k, v in skipped.items() if v) + ")"
+
+
+def _no_explanation_hint(skipped: dict) -> str:
+    """Why a demo explained nothing, and what to change."""
+    n = int(skipped.get("no_model", 0))
+    if n:
+        return (f"the explainer had no model snapshot for the {n} sampled events — replay more events "
+                "(--max-events ≥ 2 × snapshot_every_events, 300 by default) or lower snapshot_every_events "
+                "(stream.demo.run_demo(..., snapshot_every_events=...)).")
+    if skipped:
+        return f"every sampled event was skipped ({_skipped(skipped)}); see the explainer log."
+    return "no event was sampled for explanation — raise the explain sample rate or replay more events."
+
+
 def format_summary(s: dict) -> str:
     """The printed form of a demo summary.
 
@@ -125,6 +155,7 @@ def format_summary(s: dict) -> str:
     model versions       capacity v1
     refits               none
     explanations         0 records, 0 methods (sample rate 1; skipped 0)
+      WARNING: no explanation. no event was sampled for explanation — raise the explain sample rate or replay more events.
     wall time            1.0 s
     """
     lines = ["", f"=== prefstream demo summary: {s['dataset']} ===",
@@ -150,8 +181,11 @@ def format_summary(s: dict) -> str:
                      f"{' …' if len(durs) > 8 else ''} s; median {statistics.median(durs):.2f} s)")
     if not s["refits"]:
         lines.append("refits               none")
+    skipped = s["explanations_skipped"]
     lines.append(f"explanations         {s['explanations_total']} records, {s['explanation_methods']} methods "
-                 f"(sample rate {s['explain_sample_rate']:.3g}; skipped {s['explanations_skipped'] or 0})")
+                 f"(sample rate {s['explain_sample_rate']:.3g}; skipped {_skipped(skipped)})")
+    if not s["explanations_total"]:
+        lines.append("  WARNING: no explanation. " + _no_explanation_hint(skipped))
     for method, e in s["explanations"].items():
         tops = "; ".join(f"{m}: {', '.join(t)}" for m, t in e["top_features"].items())
         lines.append(f"  {method:27s} {e['count']:5d}  p50 {e['median_latency_ms']:8.1f} ms  "

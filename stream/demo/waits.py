@@ -14,6 +14,8 @@ __all__ = ["wait_explained", "wait_learned", "wait_warm"]
 
 log = logging.getLogger(__name__)
 
+GAUGE_PERIOD_S = 1.0  # the learner's gauges loop (stream.workers: update_gauges about once a second)
+
 
 def wait_warm(scraper: MetricsScraper, workers: Workers, models: list[str], refit_models: list[str],
                timeout: float) -> bool:
@@ -48,6 +50,10 @@ def wait_learned(workers: Workers, scraper: MetricsScraper, models: list[str], e
         scraper.poll()
         learned = scraper.learner("prefstream_events_learned_total")
         if learned and all(learned.get(m, 0) >= examples for m in models):
+            # the learner pushes its metric gauges about once a second, after the counters:
+            # one more gauge period so that the last progress point carries the final metrics
+            time.sleep(GAUGE_PERIOD_S + 0.5)
+            scraper.poll()
             return
         if time.monotonic() > deadline:
             raise DemoError(f"Learning stalled: learned {learned} of {examples} examples after {timeout_s:.0f} s "
