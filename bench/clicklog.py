@@ -46,15 +46,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench.worker_run import delete_topics, stop_worker  # noqa: E402
+from bench.worker_run import create_run_topics, delete_topics, metrics_text, stop_worker  # noqa: E402
 
 LOGGING_WEIGHTS = [0.0, 0.0, 0.0, 1.0, 1.0]  # the production ranker: income + international
 MODEL_PARAMS = {"linear-bt": {"learning_rate": 0.05},
@@ -79,17 +77,10 @@ def run_worker(bootstrap: str, model: str, items: list[dict], records: list[dict
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     from stream import registry
-    from stream.broker import TopicSpec, create_topics
     from stream.contract import decode_snapshot
     from stream.workers._snapshot import split_stream_meta
 
-    u = uuid.uuid4().hex[:8]
-    keys = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters")
-    topics = {k: f"bench.clicklog.{k}.{u}" for k in keys}
-    specs = {v: TopicSpec(1, {"cleanup.policy": "compact", "max.message.bytes": "8388608"} if k == "models" else
-                          ({"cleanup.policy": "compact"} if k == "items" else {})) for k, v in topics.items()}
-    opts = {"bootstrap_servers": bootstrap}
-    create_topics(None, specs, client_options=opts)
+    topics, opts, u = create_run_topics("bench.clicklog", bootstrap)
     prod = KafkaProducer(acks="all", linger_ms=20, batch_size=262144, **opts)
     for it in items:
         prod.send(topics["items"], key=it["item_id"].encode(), value=json.dumps(it).encode())
@@ -112,11 +103,7 @@ def run_worker(bootstrap: str, model: str, items: list[dict], records: list[dict
                               stdout=log, stderr=subprocess.STDOUT)
 
     def scrape() -> str:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
-                return resp.read().decode()
-        except OSError:
-            return ""
+        return metrics_text(port)
 
     consumed_prefix = f'prefstream_events_consumed_total{{topic="{dest}"}}'
     n = len(records)

@@ -32,7 +32,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -40,7 +39,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench.worker_run import delete_topics, stop_worker  # noqa: E402
+from bench.worker_run import create_run_topics, delete_topics, metrics_text, stop_worker  # noqa: E402
 from stream.demo.workers import free_port as _free_port  # noqa: E402
 
 
@@ -108,19 +107,10 @@ def main(argv=None) -> int:
 
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    from stream.broker import TopicSpec, create_topics
     from stream.contract import decode_snapshot
     from stream.workers._snapshot import digest_add, event_hash, split_stream_meta
 
-    u = uuid.uuid4().hex[:8]
-    keys = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters")
-    topics = {k: f"bench.stream.{k}.{u}" for k in keys}
-    specs = {v: TopicSpec(args.partitions if k == "preferences" else 1,
-                          {"cleanup.policy": "compact", "max.message.bytes": "8388608"} if k == "models" else
-                          ({"cleanup.policy": "compact"} if k == "items" else {}))
-             for k, v in topics.items()}
-    opts = {"bootstrap_servers": args.bootstrap}
-    create_topics(None, specs, client_options=opts)
+    topics, opts, u = create_run_topics("bench.stream", args.bootstrap, args.partitions)
     N = args.events
     rng = np.random.default_rng(0)
     w = np.array([1.0, -2.0, 0.5])
@@ -185,11 +175,7 @@ def main(argv=None) -> int:
                               stdout=log, stderr=subprocess.STDOUT)
 
     def scrape() -> str:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                return r.read().decode()
-        except OSError:
-            return ""
+        return metrics_text(port)
 
     def learned(text: str) -> float:
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()

@@ -25,3 +25,44 @@ def delete_topics(opts: dict, names) -> None:
         a.close()
     except Exception:  # noqa: BLE001 - the broker may be gone already
         pass
+
+
+#: topic kinds a learner-worker benchmark run creates (settings ``topic_<kind>``)
+RUN_TOPIC_KINDS = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters")
+
+
+def create_run_topics(prefix: str, bootstrap: str, partitions: int = 1) -> tuple[dict, dict, str]:
+    """Fresh topics ``<prefix>.<kind>.<run id>`` for one benchmark run.
+
+    The models topic is compacted with an 8 MiB message limit, the items topic compacted, the
+    preferences topic has ``partitions`` partitions, the others one.
+
+    Returns
+    -------
+    (topics, opts, run_id)
+        ``{kind: topic name}``, the kafka-python client options, and the 8-hex run id.
+    """
+    import uuid
+
+    from stream.broker import TopicSpec, create_topics
+
+    u = uuid.uuid4().hex[:8]
+    topics = {k: f"{prefix}.{k}.{u}" for k in RUN_TOPIC_KINDS}
+    specs = {v: TopicSpec(partitions if k == "preferences" else 1,
+                          {"cleanup.policy": "compact", "max.message.bytes": "8388608"} if k == "models" else
+                          ({"cleanup.policy": "compact"} if k == "items" else {}))
+             for k, v in topics.items()}
+    opts = {"bootstrap_servers": bootstrap}
+    create_topics(None, specs, client_options=opts)
+    return topics, opts, u
+
+
+def metrics_text(port: int, timeout: float = 2.0) -> str:
+    """The worker's Prometheus exposition on ``127.0.0.1:port`` ("" when it does not answer)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as resp:
+            return resp.read().decode()
+    except OSError:
+        return ""
