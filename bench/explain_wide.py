@@ -136,6 +136,23 @@ def estimator_of(e) -> str:
     return est
 
 
+
+def _check_against_exact(checks, key, label, run, events, budgets, tag):
+    """Run ``run(event) -> (sampled Explanation, exact values)`` on ``events``; append the row
+    ``key + (label with estimators and budgets, max rel err, max efficiency err)`` to ``checks``."""
+    errs, effs, cpu, kinds = [], [], [], []
+    for e in events:
+        c0 = time.thread_time()
+        got, want = run(e)
+        cpu.append(time.thread_time() - c0)
+        errs.append(rel_err(got.values, want))
+        effs.append(float(np.max(got.additivity_error())))
+        kinds.append(estimator_of(got))
+    kinds = ", ".join(sorted(set(kinds), key=kinds.index))
+    checks.append((*key, f"{label}: {kinds}; budgets {budgets}", max(errs), max(effs)))
+    say(f"  {tag} {key[3]} {label}: rel err max {max(errs):.3g} (mean {np.mean(errs):.3g}), "
+        f"efficiency {max(effs):.1e}, {np.mean(cpu) * 1e3:.1f} ms CPU (incl. exact)")
+
 def bench_dataset(name: str, models, n_train: int, n_events: int, rows: list, checks: list) -> None:
     ds, names, cnames, train, events, cat = load(name, n_train, n_events)
     d = len(names)
@@ -207,18 +224,7 @@ def forced_checks(name, d, model, lr, events, train, cat, checks) -> None:
     exact_ctx = ctx_for(model, train, cat)
 
     def check(method, label, run, budgets):
-        errs, effs, cpu, kinds = [], [], [], []
-        for e in events[:8]:
-            c0 = time.thread_time()
-            got, want = run(e)
-            cpu.append(time.thread_time() - c0)
-            errs.append(rel_err(got.values, want))
-            effs.append(float(np.max(got.additivity_error())))
-            kinds.append(estimator_of(got))
-        kinds = ", ".join(sorted(set(kinds), key=kinds.index))
-        checks.append((name, d, model, method, f"{label}: {kinds}; budgets {budgets}", max(errs), max(effs)))
-        say(f"  forced {method} {label}: rel err max {max(errs):.3g} (mean {np.mean(errs):.3g}), "
-            f"efficiency {max(effs):.1e}, {np.mean(cpu) * 1e3:.1f} ms CPU (incl. exact)")
+        _check_against_exact(checks, (name, d, model, method), f"{label}", run, events[:8], budgets, "forced")
 
     small = {"exact_players": 4, "max_coalitions": 512}   # half the 2^10 coalitions: the regime of d = 12 at 2048
     check("distributional-bernoulli", "stratified",
@@ -273,18 +279,7 @@ def d12_checks(name, lr, events, train, cat, checks) -> None:
     kern._ref = full._ref = ps._ref
 
     def check(method, label, run):
-        errs, effs, cpu, kinds = [], [], [], []
-        for e in events[:8]:
-            c0 = time.thread_time()
-            got, want = run(e)
-            cpu.append(time.thread_time() - c0)
-            errs.append(rel_err(got.values, want))
-            effs.append(float(np.max(got.additivity_error())))
-            kinds.append(estimator_of(got))
-        kinds = ", ".join(sorted(set(kinds), key=kinds.index))
-        checks.append((name, 12, "gpm", method, f"{label} (12 players): {kinds}; budgets {budget}", max(errs), max(effs)))
-        say(f"  d=12 {method} {label}: rel err max {max(errs):.3g} (mean {np.mean(errs):.3g}), "
-            f"efficiency {max(effs):.1e}, {np.mean(cpu) * 1e3:.1f} ms CPU (incl. exact)")
+        _check_against_exact(checks, (name, 12, "gpm", method), f"{label} (12 players)", run, events[:8], budget, "d=12")
 
     def dist(e):
         XL, XR, U = _duel_arrays(lr.model, [e])

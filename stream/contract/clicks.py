@@ -12,7 +12,7 @@ from typing import Any
 from stream import clicklog
 from stream.contract.catalog import ItemCatalog, _resolve
 from stream.contract.decoding import _DEFAULT_MAX_BYTES, _check_object_and_version, _decode, _features, _timestamp, _weight
-from stream.contract.preference import PreferenceExample, _check_same_features, _fast_numdict
+from stream.contract.preference import PreferenceExample, _check_same_features, _fast_context_weight_ok, _fast_numdict
 from stream.contract.reasons import DeadLetter
 from stream.contract.schemas import _schema_check
 
@@ -58,13 +58,7 @@ def _fast_click_ok(d: dict) -> bool:
             return False
     if len(set(clicked)) != len(clicked):
         return False
-    if "context" in d and not _fast_numdict(d["context"], False):
-        return False
-    if "weight" in d:
-        w = d["weight"]
-        if (type(w) is not float and type(w) is not int) or not w > 0:
-            return False
-    return True
+    return _fast_context_weight_ok(d)
 
 
 def _click_structure(d: dict):

@@ -90,6 +90,11 @@ def _fast_preference_ok(d: dict) -> bool:
         return False
     if not (_fast_ref(d.get("left")) and _fast_ref(d.get("right"))):
         return False
+    return _fast_context_weight_ok(d)
+
+
+def _fast_context_weight_ok(d: dict) -> bool:
+    """The optional ``context`` (numeric dict) and ``weight`` (> 0) of an event or a session."""
     if "context" in d and not _fast_numdict(d["context"], False):
         return False
     if "weight" in d:
