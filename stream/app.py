@@ -34,9 +34,9 @@ ROLES = ("learner", "explainer")  # the learner worker itself runs on aiokafka (
 
 
 def _ssl_context(settings) -> ssl.SSLContext | None:
-    if not settings.security_protocol.endswith("SSL"):
-        return None
-    return ssl.create_default_context(cafile=settings.ssl_cafile) if settings.ssl_cafile else ssl.create_default_context()
+    from stream.broker.diagnose import ssl_context
+
+    return ssl_context(settings.security_protocol, settings.ssl_cafile)
 
 
 def faust_credentials(settings):

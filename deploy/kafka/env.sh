@@ -5,7 +5,13 @@ PREFSTREAM_CACHE="${PREFSTREAM_CACHE:-$HOME/.cache/prefstream}"
 KAFKA_HOME="${PREFSTREAM_KAFKA_HOME:-$PREFSTREAM_CACHE/kafka/$KAFKA_VERSION}"
 KAFKA_LIBS="$KAFKA_HOME/libs"                          # jars from `mvn dependency:copy-dependencies`
 KAFKA_DATA="${PREFSTREAM_KAFKA_DATA:-$KAFKA_HOME/data}" # log.dirs (topic data + KRaft metadata log)
-KAFKA_RUN="$KAFKA_HOME/run"                            # rendered config, pid file, console log
+KAFKA_RUN="${PREFSTREAM_KAFKA_RUN:-$KAFKA_HOME/run}"    # rendered config, pid file, console log
+# Optional properties file appended to server.properties (its keys win; @PORT@, @CONTROLLER_PORT@,
+# @DATA_DIR@ rendered), e.g. the SSL/SASL_SSL listeners written by tls.sh.
+KAFKA_EXTRA_CONFIG="${PREFSTREAM_KAFKA_EXTRA_CONFIG:-}"
+# Optional SCRAM users "name:password[,name:password...]" written into the storage at format time
+# (SCRAM-SHA-256 and SCRAM-SHA-512 credentials; a data dir formatted before keeps its users).
+KAFKA_SCRAM_USERS="${PREFSTREAM_KAFKA_SCRAM_USERS:-}"
 KAFKA_PID_FILE="$KAFKA_RUN/kafka.pid"
 KAFKA_LOG_FILE="$KAFKA_RUN/kafka.log"
 KAFKA_HOST="127.0.0.1"

@@ -13,6 +13,10 @@
 # Paths and ports: see env.sh (PREFSTREAM_CACHE, PREFSTREAM_KAFKA_PORT, ...). Prints the
 # bootstrap address as its last stdout line. With --started-flag FILE, FILE is created only when
 # this call launched the broker (callers that must stop what they started, e.g. with-broker.sh).
+# A second broker beside the default one needs its own PREFSTREAM_KAFKA_PORT,
+# PREFSTREAM_KAFKA_CONTROLLER_PORT, PREFSTREAM_KAFKA_DATA and PREFSTREAM_KAFKA_RUN (pid file and
+# log); PREFSTREAM_KAFKA_EXTRA_CONFIG adds listeners (e.g. SSL and SASL_SSL from tls.sh) and
+# PREFSTREAM_KAFKA_SCRAM_USERS writes SCRAM users at format time (docs/kafka.md, "TLS").
 set -euo pipefail
 # shellcheck source=env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -85,8 +89,25 @@ if kafka_port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
 fi
 
 CONF="$KAFKA_RUN/server.properties"
-sed -e "s#@PORT@#$KAFKA_PORT#g" -e "s#@CONTROLLER_PORT@#$KAFKA_CONTROLLER_PORT#g" \
-    -e "s#@DATA_DIR@#$KAFKA_DATA#g" "$KAFKA_DIR/server.properties" > "$CONF"
+CONF_SOURCES=("$KAFKA_DIR/server.properties")
+if [ -n "$KAFKA_EXTRA_CONFIG" ]; then
+  [ -f "$KAFKA_EXTRA_CONFIG" ] || die "PREFSTREAM_KAFKA_EXTRA_CONFIG=$KAFKA_EXTRA_CONFIG is not a file"
+  CONF_SOURCES+=("$KAFKA_EXTRA_CONFIG")   # appended: a key set twice takes the later value
+  log "extra broker config: $KAFKA_EXTRA_CONFIG"
+fi
+cat "${CONF_SOURCES[@]}" | sed -e "s#@PORT@#$KAFKA_PORT#g" -e "s#@CONTROLLER_PORT@#$KAFKA_CONTROLLER_PORT#g" \
+    -e "s#@DATA_DIR@#$KAFKA_DATA#g" > "$CONF"
+chmod 600 "$CONF"   # may hold key-store and SASL passwords
+FORMAT_ARGS=()
+if [ -n "$KAFKA_SCRAM_USERS" ]; then
+  IFS=',' read -r -a scram_users <<<"$KAFKA_SCRAM_USERS"
+  for u in "${scram_users[@]}"; do
+    case "$u" in *:*) ;; *) die "PREFSTREAM_KAFKA_SCRAM_USERS: '$u' is not name:password" ;; esac
+    for mech in SCRAM-SHA-256 SCRAM-SHA-512; do
+      FORMAT_ARGS+=(--add-scram "$mech=[name=${u%%:*},password=${u#*:}]")
+    done
+  done
+fi
 
 if [ "$FRESH" = 1 ]; then
   log "--fresh: wiping $KAFKA_DATA"
@@ -102,7 +123,7 @@ if [ ! -f "$KAFKA_DATA/meta.properties" ]; then
   done
   log "formatting $KAFKA_DATA (cluster id $CLUSTER_ID)"
   java -Xmx256m -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" -cp "$CP" \
-      kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$CONF" > "$KAFKA_RUN/format.log" 2>&1 \
+      kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$CONF" ${FORMAT_ARGS[@]+"${FORMAT_ARGS[@]}"} > "$KAFKA_RUN/format.log" 2>&1 \
     || { tail -n 40 "$KAFKA_RUN/format.log" >&2; rm -rf "$KAFKA_DATA"; die "kafka.tools.StorageTool format failed (full output: $KAFKA_RUN/format.log)"; }
   log "formatted in $((SECONDS - t0)) s"
 fi

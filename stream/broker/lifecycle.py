@@ -172,12 +172,21 @@ def wait_for_broker(
     Raises
     ------
     BrokerError
-        If no broker answered within ``timeout`` seconds (message gives the last error).
+        If no broker answered within ``timeout`` seconds (message gives the last error), or, at
+        once, when a secured connection is refused by TLS (certificate verify failed) or SASL
+        (authentication failed): the message is then that one cause
+        (:func:`stream.broker.diagnose.connection_failure`).
     """
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaConfigurationError
 
+    from stream.broker.diagnose import connection_failure
+
     opts = _client_options(bootstrap, client_options)
+    if str(opts.get("security_protocol") or "PLAINTEXT").upper() != "PLAINTEXT":
+        cause = connection_failure(opts, timeout=max(0.5, min(timeout, 5.0)))
+        if cause is not None:  # a wrong CA or password: retrying for `timeout` s cannot help
+            raise BrokerError(cause)
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
     while True:
@@ -208,9 +217,11 @@ def wait_for_broker(
         if time.monotonic() >= deadline:
             break
         time.sleep(0.25)
-    raise BrokerError(
-        f"No Kafka broker answered at {opts['bootstrap_servers']} within {timeout:g} s "
-        f"(last error: {last!r}). Start the local one with `prefstream broker start` "
-        "(or `make broker-start`), or set PREFSTREAM_BOOTSTRAP to a reachable cluster."
-    )
+    servers = opts["bootstrap_servers"]
+    servers = ",".join(servers) if isinstance(servers, (list, tuple)) else str(servers)
+    hint = ("Start the local one with `prefstream broker start` (or `make broker-start`), or set "
+            "PREFSTREAM_BOOTSTRAP to a reachable cluster." if servers == local_bootstrap() else
+            "Check that this cluster is up and reachable from here and that PREFSTREAM_BOOTSTRAP "
+            "and PREFSTREAM_SECURITY_PROTOCOL name one of its listeners.")
+    raise BrokerError(f"No Kafka broker answered at {servers} within {timeout:g} s (last error: {last!r}). {hint}")
 
