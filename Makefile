@@ -1,9 +1,13 @@
 # prefstream developer entry points. A fresh machine needs only:  make demo   and   make test
 #
-# The virtualenv is cached outside the clone (deploy/venv.sh prints its path):
+# Two virtualenvs (deploy/venv.sh): the dependencies, cached outside the clone and shared by every
+# clone (deploy/venv.sh --deps prints its path):
 #   ${PREFSTREAM_CACHE:-~/.cache/prefstream}/venv-<sha256(requirements.txt)[:16]>
+# and this clone's thin venv over it, <clone>/.prefstream-venv (deploy/venv.sh prints its path),
+# whose python and `prefstream` run THIS checkout's code even when other clones share the cache.
 # Kafka jars and data are cached under ${PREFSTREAM_CACHE:-~/.cache/prefstream}/kafka/<version>/.
-# Override the interpreter with  make test PY=/path/to/python  (must have requirements.txt installed).
+# Override the interpreter with  make test PY=/path/to/python  (must have requirements.txt installed
+# and import this checkout, e.g. PYTHONPATH=$PWD).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -21,7 +25,7 @@ help:
 	@echo "make test            run the test suite (creates the venv, starts the Kafka broker if needed)"
 	@echo "make demo            replay a bundled real data set through learner + explainer workers"
 	@echo "make bench           run every bench/*.py with its defaults"
-	@echo "make venv            create/reuse the cached virtualenv ($(VENV))"
+	@echo "make venv            create/reuse the cached dependency venv and this clone's venv ($(VENV))"
 	@echo "make broker-start | broker-stop | broker-status | broker-reset   local Kafka 4 broker (127.0.0.1:9092)"
 	@echo "make topics          create the standard prefstream.* topics"
 	@echo "make prometheus-start | prometheus-stop   local Prometheus scraping the workers (127.0.0.1:9090)"
