@@ -107,6 +107,36 @@ def test_bootstrap_alias_and_helpers():
         s.port_for("janitor")
 
 
+@pytest.mark.parametrize("protocol,mechanism", [("PLAINTEXT", None), ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"),
+                                                ("SASL_SSL", "SCRAM-SHA-512")])
+def test_every_client_library_gets_the_same_security_settings(protocol, mechanism):
+    """kafka-python (replay, tail, topics), aiokafka (learner, followers, serve) and Faust (explainer)."""
+    import ssl
+
+    from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+
+    from stream.app import aiokafka_options, faust_credentials
+
+    env = {"PREFSTREAM_SECURITY_PROTOCOL": protocol}
+    if mechanism:
+        env.update({"PREFSTREAM_SASL_MECHANISM": mechanism, "PREFSTREAM_SASL_USERNAME": "alice",
+                    "PREFSTREAM_SASL_PASSWORD": "pw"})
+    s = Settings.load(None, None, environ=env)
+    ak = aiokafka_options(s)
+    fa = credentials_to_aiokafka_auth(faust_credentials(s))
+    kp = s.kafka_client_options()
+    assert ak["security_protocol"] == fa["security_protocol"] == kp["security_protocol"] == protocol
+    sasl = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")
+    want = dict(zip(sasl, (mechanism, "alice", "pw"))) if mechanism else {}
+    assert {k: ak[k] for k in sasl if k in ak} == {k: fa[k] for k in sasl if k in fa} == want
+    assert {k: kp[k] for k in sasl if k in kp} == want
+    for ctx in (ak.get("ssl_context"), fa.get("ssl_context")):
+        if protocol.endswith("SSL"):  # certificate and host name verified
+            assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+        else:
+            assert ctx is None
+
+
 @pytest.mark.parametrize("where,key,value,match", [
     ("overrides", "snapshot_every_event", 5, "Did you mean 'snapshot_every_events'"),
     ("file", "topic_prefs", "x", "Unknown setting 'topic_prefs' in config file"),
