@@ -18,7 +18,9 @@ acknowledgement per message, which alone cost more than learning a whole batch (
    until the new assignment; on an **assignment** drops every source state (each is rebuilt from
    its latest snapshot when its first message arrives, and messages below ``next_offset`` are
    skipped); a batch fetched before a rebalance (an older generation) is dropped unprocessed —
-   the consumer re-reads it from the committed offset;
+   the consumer re-reads it from the committed offset; what a ``getmany`` returns while a
+   rebalance completes inside it is dropped too, after seeking its partitions back to the first
+   record returned (it may belong to the new assignment, whose positions moved past it);
 5. on SIGTERM/SIGINT publishes final snapshots and commits them before leaving the group.
 
 ``docs/workers.md`` gives the guarantee's argument in full.
@@ -198,6 +200,13 @@ class LearnerLoop:
             now = time.perf_counter()
             wait_ms = 200 if deadline is None else max(0, int((deadline - now) * 1000))
             got = await self.consumer.getmany(timeout_ms=wait_ms, max_records=limit - n)
+            if gen != self.generation or self.paused:
+                # a rebalance ran inside this getmany: what it returned may be records of the NEW
+                # assignment, whose positions already moved past them — put each partition back at
+                # its first returned record. Records fetched earlier belong to the old assignment,
+                # whose positions the new one reset to the committed offsets: they are read again.
+                self.rewind(got)
+                return self.generation, {}
             now = time.perf_counter()
             for tp, msgs in got.items():
                 out.setdefault(tp, []).extend((m.offset, m.value, None, now, m.key) for m in msgs)
@@ -209,6 +218,21 @@ class LearnerLoop:
             if now >= deadline:
                 break
         return gen, out
+
+    def rewind(self, got: dict) -> None:
+        """Seek every partition of a ``getmany`` result back to its first record (to be read again).
+
+        aiokafka hands out a partition's records only from its current position
+        (``FetchResult.check_assignment``), so the first record returned is where the position
+        was before the call: seeking there undoes the call exactly, whatever the assignment was.
+        """
+        for tp, msgs in got.items():
+            if not msgs:
+                continue
+            try:
+                self.consumer.seek(tp, msgs[0].offset)
+            except Exception as exc:  # noqa: BLE001 - no longer assigned: its new owner reads it from the commit
+                log.info("not rewinding %s to %d: %r", tp, msgs[0].offset, exc)
 
     def dead_letter_bytes(self, dl: dict, key) -> bytes:
         """A dead-letter record cut until it fits the dead-letter topic (stream.publish)."""
