@@ -83,7 +83,7 @@ class RebalancingConsumer:
         self.rebalance_on = set(rebalance_on)
         self.per_call = per_call
         self.committed = {tp: 0 for tp in logs}
-        self.position = dict(self.committed)
+        self.positions = dict(self.committed)
         self.calls = 0
         self.epoch = 0  # assignment generation as the broker sees it; served records carry it as key
         self.seeks: list = []
@@ -97,24 +97,30 @@ class RebalancingConsumer:
         if self.calls in self.rebalance_on:
             await self.listener.on_partitions_revoked(set(self.logs))
             self.epoch += 1
-            self.position = dict(self.committed)  # a new assignment starts at the committed offsets
+            self.positions = dict(self.committed)  # a new assignment starts at the committed offsets
             await self.listener.on_partitions_assigned(set(self.logs))
         out, budget = {}, max_records or 10**9
         for tp in sorted(self.logs):
-            pos = self.position[tp]
+            pos = self.positions[tp]
             take = self.logs[tp][pos:pos + min(self.per_call, budget)]
             if take:
                 out[tp] = [SimpleNamespace(offset=o, value=v, key=str(self.epoch).encode(), partition=tp.partition)
                            for o, v in take]
-                self.position[tp] = take[-1][0] + 1
+                self.positions[tp] = take[-1][0] + 1
                 budget -= len(take)
         if not out and timeout_ms:
             await asyncio.sleep(0.001)
         return out
 
+    def assignment(self):
+        return set(self.logs)
+
+    async def position(self, tp):
+        return self.positions[tp]
+
     def seek(self, tp, offset):
         self.seeks.append((tp, offset))
-        self.position[tp] = offset
+        self.positions[tp] = offset
 
     async def commit(self, offsets):
         for tp, off in offsets.items():
@@ -124,7 +130,7 @@ class RebalancingConsumer:
         return len(self.logs[tp])
 
     def drained(self):
-        return all(self.position[tp] >= len(log) for tp, log in self.logs.items())
+        return all(self.positions[tp] >= len(log) for tp, log in self.logs.items())
 
 
 def make_loop(monkeypatch, rebalance_on, partitions=2):
@@ -194,3 +200,141 @@ def test_records_returned_across_a_rebalance_are_read_again_from_where_they_star
     asyncio.run(drive(loop, consumer, []))
     # call 3 served offsets 0..6 of each partition (positions were reset to the commit, 0): rewound there
     assert sorted((tp.partition, off) for tp, off in consumer.seeks) == [(0, 0), (1, 0)]
+
+
+# ------------------------------------------------------------------ corrupt input, real broker
+class _BadCRC:
+    """A record batch whose CRC check fails (as for bytes flipped on disk); the rest is the real batch."""
+
+    def __init__(self, batch):
+        self._batch = batch
+
+    def validate_crc(self):
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self._batch, name)
+
+
+def test_a_corrupt_batch_is_counted_and_skipped_by_offset_and_the_records_around_it_are_kept(
+        kafka_bootstrap, kafka_options, unique_topic, monkeypatch):
+    """aiokafka raises CorruptRecordException from getmany on the same batch for ever (aiokafka#321):
+    the loop keeps every record before and after it, skips exactly its offsets and counts them."""
+    import os
+    import uuid
+
+    from aiokafka.consumer import fetcher
+    from kafka import KafkaProducer
+
+    from stream.metrics import build_metrics
+    from stream.workers.loop import ConsumerLoop
+
+    topic = unique_topic("crc")
+    producer = KafkaProducer(linger_ms=20, **kafka_options)
+    for chunk in range(4):
+        for i in range(10 * chunk, 10 * chunk + 10):
+            producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0)
+        producer.flush()
+    producer.close()
+
+    bad: dict = {}
+    orig_init = fetcher.PartitionRecords.__init__
+
+    class Records:
+        def __init__(self, records):
+            self._records = records
+
+        def has_next(self):
+            return self._records.has_next()
+
+        def next_batch(self):
+            b = self._records.next_batch()
+            if b.base_offset <= 15 < b.next_offset:  # the batch holding offset 15 is corrupt, every time
+                bad["range"] = (b.base_offset, b.next_offset)
+                return _BadCRC(b)
+            return b
+
+    def init(self, tp, records, *a, **kw):
+        orig_init(self, tp, Records(records), *a, **kw)
+
+    monkeypatch.setattr(fetcher.PartitionRecords, "__init__", init)
+
+    s = Settings.load(None, {"bootstrap_servers": kafka_bootstrap, "batch_max_events": 50, "batch_max_ms": 20},
+                      environ=dict(os.environ))
+    metrics = build_metrics()
+    got: list[int] = []
+
+    class Collect(ConsumerLoop):
+        role = "test"
+
+        def topics(self):
+            return [topic]
+
+        def group_id(self):
+            return f"test-crc-{uuid.uuid4().hex[:8]}"
+
+        async def handle(self, gen, batch):
+            for recs in batch.values():
+                got.extend(r[0] for r in recs)
+            if "range" in bad and len(got) >= 40 - (bad["range"][1] - bad["range"][0]):
+                self.stop.set()
+
+    loop = Collect(s, metrics)
+    assert asyncio.run(asyncio.wait_for(loop.run(), 60)) == 0
+    lo, hi = bad["range"]
+    assert 0 < lo <= 15 < hi <= 40
+    assert got == [o for o in range(40) if not lo <= o < hi]  # in order, nothing twice, nothing else lost
+    assert metrics.input_errors.labels(topic=topic, reason="corrupt")._value.get() == hi - lo
+
+
+# ------------------------------------------------------------------ lag and stall gauges
+def test_stall_seconds_grow_only_while_a_partition_has_lag_and_does_not_move():
+    from stream.metrics import build_metrics
+    from stream.workers.loop import ConsumerLoop
+
+    a, b = TP(topic="t", partition=0), TP(topic="t", partition=1)
+
+    class Owned:
+        def __init__(self):
+            self.tps = {a, b}
+            self.hw = {a: 100, b: 50}
+
+        def assignment(self):
+            return set(self.tps)
+
+        def highwater(self, tp):
+            return self.hw[tp]
+
+    done = {a: 40, b: 50}
+
+    class Loop(ConsumerLoop):
+        def done_offset(self, tp):
+            return done[tp]
+
+    m = build_metrics()
+    loop = Loop(Settings.load(None, {}, environ={}), m)
+    loop.consumer = Owned()
+
+    def stall(tp):
+        return m.registry.get_sample_value("prefstream_partition_stall_seconds",
+                                           {"topic": tp.topic, "partition": str(tp.partition)})
+
+    def lag(tp):
+        return m.registry.get_sample_value("prefstream_consumer_lag", {"topic": tp.topic, "partition": str(tp.partition)})
+
+    loop.update_lag_and_stall(now=1000.0)
+    assert (stall(a), lag(a), stall(b), lag(b)) == (0.0, 60.0, 0.0, 0.0)
+    loop.update_lag_and_stall(now=1007.5)  # a has lag and has not moved for 7.5 s; b is caught up
+    assert (stall(a), stall(b)) == (7.5, 0.0)
+    done[a] = 41  # a moves: the clock restarts
+    loop.update_lag_and_stall(now=1010.0)
+    assert stall(a) == 0.0
+    loop.update_lag_and_stall(now=1013.0)
+    assert stall(a) == 3.0
+    loop.consumer.hw[b] = 60  # new records on b: its clock runs from when it was last seen caught up (1013)
+    loop.update_lag_and_stall(now=1020.0)
+    loop.update_lag_and_stall(now=1024.0)
+    assert (stall(a), stall(b), lag(b)) == (14.0, 11.0, 10.0)
+    loop.consumer.tps = {b}  # a revoked: its series go (a stale value would keep an alert firing)
+    loop.update_lag_and_stall(now=1025.0)
+    assert (stall(a), lag(a), stall(b)) == (None, None, 12.0)
