@@ -21,6 +21,15 @@ name                                             type       labels              
 ``prefstream_explanations_total``                counter    method                explanation records emitted
 ``prefstream_explanation_latency_seconds``       histogram  method                one explainer call (ms–s buckets)
 ``prefstream_explanations_skipped_total``        counter    reason                events/requests not explained
+``prefstream_explain_eligible_total``            counter    model, method         events a method could explain (sampled
+                                                                                  or not; the fraction's denominator)
+``prefstream_explained_events_total``            counter    model, method         sampled events explained (delivered)
+``prefstream_explain_fraction_achieved``         gauge      model, method         explained / eligible, last 60 s
+``prefstream_explain_fraction_requested``        gauge                            ``explain_sample_rate``
+``prefstream_explanation_lag_seconds``           histogram  method                event arrival → explanation delivered
+``prefstream_explanations_shed_total``           counter    method, reason,       sampled events not explained by a
+                                                            error                 method (backlog, stale, duplicate,
+                                                                                  no_model, error + exception class)
 ``prefstream_refit_duration_seconds``            histogram  model                 one ``refit()`` (s–min buckets)
 ``prefstream_refit_failures_total``              counter    model                 refits that raised (learning goes on)
 ``prefstream_refit_training_size``               gauge      model                 examples used by the last refit
@@ -78,6 +87,7 @@ from learners.exceptions import InvalidParameterError
 
 __all__ = [
     "EXPLAIN_BUCKETS",
+    "LAG_BUCKETS",
     "LEARN_BUCKETS",
     "METRIC_NAMES",
     "METRIC_TYPES",
@@ -91,6 +101,8 @@ __all__ = [
 LEARN_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0)
 #: explanation latency buckets (seconds): 100 µs … 30 s.
 EXPLAIN_BUCKETS = (1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 5.0, 30.0)
+#: explanation lag buckets (seconds): 10 ms … 2 min (arrival → delivered, queueing included).
+LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 #: refit duration buckets (seconds): 0.5 s … 30 min.
 REFIT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 
@@ -110,6 +122,12 @@ METRIC_TYPES = {
     "prefstream_explanations_total": "counter",
     "prefstream_explanation_latency_seconds": "histogram",
     "prefstream_explanations_skipped_total": "counter",
+    "prefstream_explain_eligible_total": "counter",
+    "prefstream_explained_events_total": "counter",
+    "prefstream_explain_fraction_achieved": "gauge",
+    "prefstream_explain_fraction_requested": "gauge",
+    "prefstream_explanation_lag_seconds": "histogram",
+    "prefstream_explanations_shed_total": "counter",
     "prefstream_refit_duration_seconds": "histogram",
     "prefstream_refit_failures_total": "counter",
     "prefstream_refit_training_size": "gauge",
@@ -149,6 +167,12 @@ class Metrics:
     explanations: Counter
     explanation_latency: Histogram
     explanations_skipped: Counter
+    explain_eligible: Counter
+    explained_events: Counter
+    explain_fraction_achieved: Gauge
+    explain_fraction_requested: Gauge
+    explanation_lag: Histogram
+    explanations_shed: Counter
     refit_duration: Histogram
     refit_failures: Counter
     refit_training_size: Gauge
@@ -225,6 +249,21 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
         explanation_latency=h("explanation_latency_seconds", "Seconds per explainer call.", ["method"],
                               EXPLAIN_BUCKETS),
         explanations_skipped=c("explanations_skipped", "Events or requests not explained, by reason.", ["reason"]),
+        explain_eligible=c("explain_eligible", "Events a method could explain (its model has a snapshot), sampled or "
+                           "not: the denominator of the achieved explained fraction.", ["model", "method"]),
+        explained_events=c("explained_events", "Sampled events explained by a method (records delivered).",
+                           ["model", "method"]),
+        explain_fraction_achieved=g("explain_fraction_achieved", "Explained / eligible events of a method over the "
+                                    "last 60 s (compare with prefstream_explain_fraction_requested).",
+                                    ["model", "method"]),
+        explain_fraction_requested=g("explain_fraction_requested", "The requested explained fraction "
+                                     "(explain_sample_rate).", []),
+        explanation_lag=h("explanation_lag_seconds", "Seconds from a sampled event's arrival at the explainer to its "
+                          "explanation record's delivery.", ["method"], LAG_BUCKETS),
+        explanations_shed=c("explanations_shed", "Sampled events a method did not explain, by reason (backlog: its "
+                            "queue was full; stale: queued past explain_max_lag_s; duplicate: already explained at "
+                            "this model version; no_model; error, with the exception class in error).",
+                            ["method", "reason", "error"]),
         refit_duration=h("refit_duration_seconds", "Seconds per batch refit (run in an executor thread).", ["model"],
                          REFIT_BUCKETS),
         refit_failures=c("refit_failures", "Batch refits that raised (the model keeps learning online).", ["model"]),

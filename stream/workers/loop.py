@@ -281,6 +281,25 @@ class ConsumerLoop:
             log.info("commit of %s@%d skipped: %r", tp, offset, exc)
             return False
 
+    async def fence(self, offsets: dict, timeout: float = 15.0) -> bool:
+        """Whether this process still owns ``offsets``' partitions, proven by committing them.
+
+        The group coordinator refuses a commit from a member it has expelled (a "zombie" that
+        missed its heartbeats for a session timeout while still running, e.g. on an overloaded
+        machine) or during a rebalance. Committing the offsets a worker may commit anyway just
+        before publishing results therefore fences a zombie off: on False, drop the results —
+        the partitions' new owner reads the events again from the commit.
+        """
+        if not offsets:
+            return True
+        try:
+            await asyncio.wait_for(self.consumer.commit({tp: int(o) for tp, o in offsets.items()}), timeout)
+            return True
+        except Exception as exc:  # noqa: BLE001
+            log.warning("not the owner of %s any more (%r): results dropped, the next owner re-reads them",
+                        sorted(map(str, offsets)), exc)
+            return False
+
     def pause(self, *tps) -> None:
         """Stop fetching ``tps`` until :meth:`resume` (kept across rebalances while assigned)."""
         tps = [tp for tp in tps if tp not in self.paused_tps]
