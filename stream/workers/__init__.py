@@ -1,9 +1,9 @@
 """prefstream workers: the learner (:mod:`.learner`) and the explainer (:mod:`.explainer`).
 
-Both are thin loops — decode, learn or explain, emit — around plain-Python cores
+Both run on one consumer loop (:class:`~stream.workers.loop.ConsumerLoop`: aiokafka's group
+consumer in micro-batches) around plain-Python cores
 (:class:`~stream.workers.learner.LearnerCore`, :class:`~stream.workers.explainer.ExplainerCore`)
-that hold the state and can be tested without a broker: the learner an aiokafka group
-consumer working in micro-batches, the explainer a Faust app. See ``docs/workers.md``.
+that hold the state and can be tested without a broker. See ``docs/workers.md``.
 """
 
 __all__ = ["run_explainer", "run_learner"]
