@@ -337,7 +337,11 @@ class ExplainerLoop(ConsumerLoop):
             return  # rebalanced during the call: the partitions' next owner explains them
         # still the owner? (a member expelled while running must not publish what the new owner explains)
         safe = {tp: off for tp, off in self.tracker.safe_offsets().items() if tp in {it.tp for it in fresh}}
-        if not await self.fence(safe) or gen != self.generation:
+        if not await self.fence(safe):
+            if gen == self.generation:  # not (yet) revoked: a passing coordinator error — try these again later
+                self.queues.queues.setdefault(key, deque()).extendleft(reversed(fresh))
+            return  # expelled: the revocation that follows drops the queues; the new owner explains them
+        if gen != self.generation:
             return
         for tp, off in safe.items():
             self.tracker.committed(tp, off)
