@@ -17,7 +17,7 @@ def run_learner(settings, **kwargs):
 
 
 def run_explainer(settings, **kwargs):
-    """Run the explainer worker until stopped (see :func:`stream.workers.explainer.run_explainer`)."""
-    from stream.workers.explainer import run_explainer as _run
+    """Run the explainer worker until stopped (see :func:`stream.workers.explainer_loop.run_explainer`)."""
+    from stream.workers.explainer_loop import run_explainer as _run
 
     return _run(settings, **kwargs)

@@ -61,7 +61,7 @@ from stream.metrics import Metrics, build_metrics
 from stream.monitor import Monitor
 from stream.workers._snapshot import event_hash, parse_snapshot_key, split_stream_meta
 
-__all__ = ["ExplainJob", "ExplainerCore", "run_explainer"]
+__all__ = ["ExplainJob", "ExplainerCore"]
 
 log = logging.getLogger(__name__)
 
@@ -329,10 +329,3 @@ class ExplainerCore:
                             type(exc).__name__, exc)
         self.monitor.observe(records)
         return records
-
-
-def run_explainer(settings, loglevel: str | None = None) -> int:
-    """Run the explainer worker until SIGTERM/SIGINT (:mod:`stream.workers.explainer_loop`); the exit code."""
-    from stream.workers.explainer_loop import run_explainer as run
-
-    return run(settings, loglevel)
