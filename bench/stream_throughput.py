@@ -6,8 +6,9 @@ What it does, in one run:
 2. produces ``--events`` synthetic preference events (3 features, Bradley–Terry labels) and
    waits until the broker acknowledged all of them;
 3. **anchors** — reads the whole preference topic with a bare kafka-python ``KafkaConsumer``
-   (no parsing, no learning): the ceiling for a Python Kafka client on this machine; and with a
-   bare Faust agent that only iterates and acknowledges (the ceiling for a Faust worker);
+   (no parsing, no learning): the ceiling for a Python Kafka client on this machine; with a bare
+   aiokafka consumer (``getmany``, the client the workers use); and with a bare Faust agent that
+   only iterates and acknowledges (the ceiling for a Faust worker — why the workers left Faust);
 4. starts ``python -m stream worker learn --models <--models>`` (default ``linear-bt``; micro-batches
    at the default ``batch_max_events`` / ``batch_max_ms`` unless ``--batch-max-events`` /
    ``--batch-max-ms`` say otherwise) and measures the time from its first learned event to the
@@ -27,6 +28,7 @@ Reproduce: ``bash deploy/kafka/start.sh && python bench/stream_throughput.py --e
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -63,6 +65,31 @@ def _histogram_quantile(text: str, name: str, q: float) -> float:
             return prev_le + (le - prev_le) * ((rank - prev_c) / max(c - prev_c, 1e-12))
         prev_le, prev_c = le, c
     return prev_le
+
+
+async def _bare_aiokafka(opts: dict, topic: str, partitions: int, n: int, timeout: float) -> float:
+    """Anchor 1b: events/s of a bare aiokafka consumer (``getmany``, the workers' client) over the topic."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from stream.app import aiokafka_options
+    from stream.settings import Settings
+
+    s = Settings.load(None, {"bootstrap_servers": opts["bootstrap_servers"]
+                             if isinstance(opts["bootstrap_servers"], str) else ",".join(opts["bootstrap_servers"])},
+                      environ=dict(os.environ))
+    c = AIOKafkaConsumer(enable_auto_commit=False, group_id=None, **aiokafka_options(s))
+    await c.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        c.assign(tps)
+        await c.seek_to_beginning(*tps)
+        got, t0 = 0, time.perf_counter()
+        while got < n and time.perf_counter() - t0 < timeout:
+            for msgs in (await c.getmany(timeout_ms=500, max_records=5000)).values():
+                got += len(msgs)
+        return got / (time.perf_counter() - t0)
+    finally:
+        await c.stop()
 
 
 def _bare_faust_agent(bootstrap: str, topic: str, n: int, out: str) -> int:
@@ -146,6 +173,10 @@ def main(argv=None) -> int:
     c.close()
     raw_rate = n / raw_s
     print(f"raw kafka-python consume: {n} events in {raw_s:.2f} s", flush=True)
+
+    # anchor 1b: the client the workers use, bare — aiokafka getmany, no parsing, no learning
+    aio_rate = asyncio.run(_bare_aiokafka(opts, topics["preferences"], args.partitions, N, args.timeout))
+    print(f"raw aiokafka getmany consume: {aio_rate:.1f} events/s", flush=True)
 
     # second anchor: a bare Faust agent (no parsing, no learning) on the same topic
     out = f"/tmp/prefstream-bench-bare-{u}.txt"
@@ -245,7 +276,8 @@ def main(argv=None) -> int:
     print(f"worker: {N - first_count:.0f} events in {span:.2f} s after the first learned event; "
           f"arrival->learned p50={p50:.3f} ms p99={p99:.3f} ms; snapshots ({first_model}): {total} learned, digest "
           f"{'matches' if digest == expected else 'DIFFERS'}")
-    print(f"raw_consume_events_per_s={raw_rate:.1f} faust_bare_events_per_s={bare_rate:.1f} "
+    print(f"raw_consume_events_per_s={raw_rate:.1f} aiokafka_raw_events_per_s={aio_rate:.1f} "
+          f"faust_bare_events_per_s={bare_rate:.1f} faust_bare_over_aiokafka_raw={bare_rate / aio_rate:.3f} "
           f"worker_over_raw_ratio={rate / raw_rate:.3f} worker_over_faust_bare_ratio={rate / bare_rate:.3f}")
     if digest != expected and lost == 0 and duplicated == 0:
         lost = duplicated = -1  # same count, different event set: flag it

@@ -1,18 +1,12 @@
-"""The Faust application of the prefstream workers, built from :class:`~stream.settings.Settings`.
+"""Kafka connection options and the raw readers the workers share, on aiokafka.
 
-:func:`build_app` returns a ``faust.App`` whose topics carry **raw bytes** (``value_serializer
-"raw"``): the event contract (:mod:`stream.contract`) validates every message itself and
-dead-letters what fails, so Faust never raises a decoding error on a bad payload. The app keeps
-no tables (``store="memory://"``), runs no web server, never declares the prefstream topics
-(``topic_allow_declare=False``: create them with ``prefstream topics create``), and does not wait
-for un-acknowledged messages at a rebalance (``stream_wait_empty=False``) because the learner
-acknowledges a message only once a published snapshot contains it (see
-:mod:`stream.workers.learner` and ``docs/workers.md``).
-
-Besides the app, this module holds the small asyncio helpers that read a topic *outside* the
-consumer group with aiokafka (:func:`read_latest`, :class:`TopicFollower`): every worker needs
-the whole compacted item catalog and the explainer needs every model snapshot, whatever
-partitions the group gives it.
+The workers themselves run on the one consumer loop of :mod:`stream.workers.loop` (no Faust:
+``bench/stream_throughput.py`` measured a bare Faust agent, which only iterates and acks, at a
+fraction of what the raw aiokafka client reads; README, *Architecture*). This module holds
+:func:`aiokafka_options` (bootstrap servers and the ``PREFSTREAM_*`` security options) and the
+small asyncio helpers that read a topic *outside* the consumer group (:func:`read_latest`,
+:class:`TopicFollower`): every worker needs the whole compacted item catalog and the explainer
+needs every model snapshot, whatever partitions the group gives it.
 """
 
 from __future__ import annotations
@@ -21,36 +15,18 @@ import asyncio
 import logging
 import os
 import ssl
-from pathlib import Path
 from typing import Any, Callable
 
 from learners.exceptions import InvalidParameterError
 
-__all__ = ["TopicFollower", "aiokafka_options", "build_app", "faust_credentials", "read_latest", "run_faust_worker"]
+__all__ = ["TopicFollower", "aiokafka_options", "env_int", "read_latest"]
 
 log = logging.getLogger(__name__)
-
-ROLES = ("learner", "explainer")  # the learner worker itself runs on aiokafka (stream.workers.learner)
-
 
 def _ssl_context(settings) -> ssl.SSLContext | None:
     from stream.broker.diagnose import ssl_context
 
     return ssl_context(settings.security_protocol, settings.ssl_cafile)
-
-
-def faust_credentials(settings):
-    """Faust ``broker_credentials`` for the security options of ``settings`` (``None`` for PLAINTEXT)."""
-    import faust
-
-    proto = settings.security_protocol
-    if proto == "PLAINTEXT":
-        return None
-    ctx = _ssl_context(settings)
-    if proto == "SSL":
-        return faust.SSLCredentials(ctx)
-    return faust.SASLCredentials(username=settings.sasl_username, password=settings.sasl_password,
-                                 ssl_context=ctx, mechanism=settings.sasl_mechanism)
 
 
 def aiokafka_options(settings) -> dict[str, Any]:
@@ -70,89 +46,6 @@ def aiokafka_options(settings) -> dict[str, Any]:
     if ctx is not None:
         opts["ssl_context"] = ctx
     return opts
-
-
-def build_app(settings, role: str, app_id: str | None = None):
-    """The ``faust.App`` of one worker role.
-
-    Parameters
-    ----------
-    settings : Settings
-    role : {"learner", "explainer"}
-        The learner uses ``settings.consumer_group`` as its consumer group (= app id); the
-        explainer ``<consumer_group>-explainer`` so that it sees every preference event.
-    app_id : str, optional
-        Override of the group id.
-
-    Returns
-    -------
-    faust.App
-        With attributes ``prefstream_topics`` (``{"preferences": Topic, ...}``, raw bytes) and
-        ``prefstream_settings``.
-
-    Raises
-    ------
-    InvalidParameterError
-        For an unknown role.
-
-    Notes
-    -----
-    The consumer-group session timeout is 10 s (``PREFSTREAM_BROKER_SESSION_TIMEOUT_S``), not
-    Faust's 60 s, so that the partitions of a killed worker move to the survivors quickly.
-    """
-    import faust
-
-    from stream.codecs import require_codecs
-
-    require_codecs()  # refuse to start rather than crash on the first compressed batch
-    if role not in ROLES:
-        raise InvalidParameterError(f"The 'role' parameter of build_app must be one of {ROLES}. Got {role!r} instead.")
-    gid = app_id or (settings.consumer_group if role == "learner" else f"{settings.consumer_group}-explainer")
-    session_timeout = float(env_int("PREFSTREAM_BROKER_SESSION_TIMEOUT_S", 10))
-    datadir = Path(settings.state_dir) / "faust"
-    datadir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
-        gid,
-        broker=settings.faust_broker_url(),
-        broker_credentials=faust_credentials(settings),
-        broker_client_id=f"{settings.client_id}-{role}",
-        store="memory://",
-        datadir=str(datadir),
-        web_enabled=False,
-        autodiscover=False,
-        topic_allow_declare=False,
-        topic_disable_leader=False,
-        consumer_auto_offset_reset="earliest",
-        stream_wait_empty=False,
-        # a SIGKILLed member holds its partitions until its session expires: keep that short
-        broker_session_timeout=session_timeout,
-        broker_heartbeat_interval=max(session_timeout / 5.0, 0.5),
-        broker_commit_interval=1.0,
-        broker_commit_every=1000,
-        producer_max_request_size=int(settings.max_snapshot_bytes) + 65_536,
-        producer_acks=-1,
-        producer_compression_type=None if settings.compression_type == "none" else settings.compression_type,
-        key_serializer="raw",
-        value_serializer="raw",
-        logging_config=None,
-    )
-    names = {
-        "preferences": settings.topic_preferences,
-        "clicks": settings.topic_clicks,
-        "items": settings.topic_items,
-        "models": settings.topic_models,
-        "explain_requests": settings.topic_explain_requests,
-        "explanations": settings.topic_explanations,
-        "dead_letters": settings.topic_dead_letters,
-        "drift": settings.topic_drift,
-    }
-    app.prefstream_topics = {
-        k: app.topic(v, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
-                     allow_empty=True)
-        for k, v in names.items()
-    }
-    app.prefstream_settings = settings
-    return app
 
 
 # ------------------------------------------------------------------------- raw readers
@@ -236,6 +129,9 @@ class TopicFollower:
         Called in the event loop for each record.
     name : str
         For log messages.
+    metrics : Metrics, optional
+        Where corrupt records skipped are counted (``prefstream_input_errors_total``); they are
+        always logged.
 
     Attributes
     ----------
@@ -245,8 +141,9 @@ class TopicFollower:
         Those end offsets per partition (records at or above them arrived while running).
     """
 
-    def __init__(self, settings, topic: str, on_message: Callable, name: str = "") -> None:
+    def __init__(self, settings, topic: str, on_message: Callable, name: str = "", metrics=None) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.topic = topic
         self.on_message = on_message
         self.name = name or topic
@@ -257,6 +154,8 @@ class TopicFollower:
     async def run(self) -> None:
         """Consume until :meth:`stop`; reconnects after errors (logged)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        from stream.bad_input import getmany_skipping_bad_input
 
         while not self._stopping:
             consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None,
@@ -274,7 +173,9 @@ class TopicFollower:
                     if not self.caught_up.is_set():
                         if all([await consumer.position(tp) >= ends[tp] for tp in tps]):
                             self.caught_up.set()
-                    batch = await consumer.getmany(timeout_ms=200)
+                    # corrupt or undecodable records are counted and skipped by offset, as in the
+                    # workers' consumer loop (stream.bad_input), never a follower stuck for good
+                    batch = await getmany_skipping_bad_input(consumer, self._input_error, timeout_ms=200)
                     for tp, msgs in batch.items():
                         for m in msgs:
                             try:
@@ -292,19 +193,14 @@ class TopicFollower:
                 except Exception:
                     pass
 
+    def _input_error(self, tp, offset: int, reason: str, exc: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.input_errors.labels(topic=tp.topic, reason=reason).inc()
+        log.error("%s: skipping %s record at %s[%d]@%d: %s", self.name, reason, tp.topic, tp.partition, offset, exc)
+
     def stop(self) -> None:
         """Ask :meth:`run` to return."""
         self._stopping = True
-
-
-def run_faust_worker(app, loglevel: str) -> int:
-    """Run a Faust worker for ``app`` in this process (signal handling by Faust); the exit code."""
-    import faust
-
-    level = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error"}.get(str(loglevel).upper(), "info")
-    worker = faust.Worker(app, loglevel=level, quiet=True, redirect_stdouts=False)
-    worker.execute_from_commandline()
-    return 0
 
 
 def env_int(name: str, default: int) -> int:

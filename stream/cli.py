@@ -252,7 +252,7 @@ def worker_explain(
     param: Optional[List[str]] = ParamOpt,
 ):
     """Run an explainer worker: explain sampled events and explain requests (until SIGTERM)."""
-    from stream.workers.explainer import run_explainer
+    from stream.workers.explainer_loop import run_explainer
 
     o = _worker_overrides(bootstrap, None, metrics_port, group, None, None, log_level, set_)
     o["explain_sample_rate"] = sample_rate if sample_rate is not None else o.get("explain_sample_rate")

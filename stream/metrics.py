@@ -21,11 +21,24 @@ name                                             type       labels              
 ``prefstream_explanations_total``                counter    method                explanation records emitted
 ``prefstream_explanation_latency_seconds``       histogram  method                one explainer call (ms–s buckets)
 ``prefstream_explanations_skipped_total``        counter    reason                events/requests not explained
+``prefstream_explain_eligible_total``            counter    model, method         events a method could explain (sampled
+                                                                                  or not; the fraction's denominator)
+``prefstream_explained_events_total``            counter    model, method         sampled events explained (delivered)
+``prefstream_explain_fraction_achieved``         gauge      model, method         explained / eligible, last 60 s
+``prefstream_explain_fraction_requested``        gauge                            ``explain_sample_rate``
+``prefstream_explanation_lag_seconds``           histogram  method                event arrival → explanation delivered
+``prefstream_explanations_shed_total``           counter    method, reason,       sampled events not explained by a
+                                                            error                 method (backlog, stale, duplicate,
+                                                                                  no_model, error + exception class)
 ``prefstream_refit_duration_seconds``            histogram  model                 one ``refit()`` (s–min buckets)
 ``prefstream_refit_failures_total``              counter    model                 refits that raised (learning goes on)
 ``prefstream_refit_training_size``               gauge      model                 examples used by the last refit
 ``prefstream_refit_validation_auc``              gauge      model                 validation AUC of the last refit
 ``prefstream_consumer_lag``                      gauge      topic, partition      high watermark − next offset
+``prefstream_partition_stall_seconds``           gauge      topic, partition      seconds since the processed offset last
+                                                                                  moved or lag was 0, while lag > 0
+``prefstream_input_errors_total``                counter    topic, reason         corrupt/undecodable input records
+                                                                                  skipped by offset (stream.workers.loop)
 ``prefstream_capacity_nonzero_masses``           gauge      model                 non-zero Möbius masses of a capacity
 ``prefstream_capacity_constraint_violation``     gauge      model                 monotonicity/normalisation violation
 ``prefstream_capacity_regret_proxy``             gauge      model                 RDA regret proxy of the capacity learner
@@ -74,6 +87,7 @@ from learners.exceptions import InvalidParameterError
 
 __all__ = [
     "EXPLAIN_BUCKETS",
+    "LAG_BUCKETS",
     "LEARN_BUCKETS",
     "METRIC_NAMES",
     "METRIC_TYPES",
@@ -87,6 +101,8 @@ __all__ = [
 LEARN_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0)
 #: explanation latency buckets (seconds): 100 µs … 30 s.
 EXPLAIN_BUCKETS = (1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 5.0, 30.0)
+#: explanation lag buckets (seconds): 10 ms … 2 min (arrival → delivered, queueing included).
+LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 #: refit duration buckets (seconds): 0.5 s … 30 min.
 REFIT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 
@@ -106,11 +122,19 @@ METRIC_TYPES = {
     "prefstream_explanations_total": "counter",
     "prefstream_explanation_latency_seconds": "histogram",
     "prefstream_explanations_skipped_total": "counter",
+    "prefstream_explain_eligible_total": "counter",
+    "prefstream_explained_events_total": "counter",
+    "prefstream_explain_fraction_achieved": "gauge",
+    "prefstream_explain_fraction_requested": "gauge",
+    "prefstream_explanation_lag_seconds": "histogram",
+    "prefstream_explanations_shed_total": "counter",
     "prefstream_refit_duration_seconds": "histogram",
     "prefstream_refit_failures_total": "counter",
     "prefstream_refit_training_size": "gauge",
     "prefstream_refit_validation_auc": "gauge",
     "prefstream_consumer_lag": "gauge",
+    "prefstream_partition_stall_seconds": "gauge",
+    "prefstream_input_errors_total": "counter",
     "prefstream_capacity_nonzero_masses": "gauge",
     "prefstream_capacity_constraint_violation": "gauge",
     "prefstream_capacity_regret_proxy": "gauge",
@@ -143,11 +167,19 @@ class Metrics:
     explanations: Counter
     explanation_latency: Histogram
     explanations_skipped: Counter
+    explain_eligible: Counter
+    explained_events: Counter
+    explain_fraction_achieved: Gauge
+    explain_fraction_requested: Gauge
+    explanation_lag: Histogram
+    explanations_shed: Counter
     refit_duration: Histogram
     refit_failures: Counter
     refit_training_size: Gauge
     refit_validation_auc: Gauge
     consumer_lag: Gauge
+    partition_stall_seconds: Gauge
+    input_errors: Counter
     capacity_nonzero_masses: Gauge
     capacity_constraint_violation: Gauge
     capacity_regret_proxy: Gauge
@@ -217,12 +249,33 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
         explanation_latency=h("explanation_latency_seconds", "Seconds per explainer call.", ["method"],
                               EXPLAIN_BUCKETS),
         explanations_skipped=c("explanations_skipped", "Events or requests not explained, by reason.", ["reason"]),
+        explain_eligible=c("explain_eligible", "Events a method could explain (its model has a snapshot), sampled or "
+                           "not: the denominator of the achieved explained fraction.", ["model", "method"]),
+        explained_events=c("explained_events", "Sampled events explained by a method (records delivered).",
+                           ["model", "method"]),
+        explain_fraction_achieved=g("explain_fraction_achieved", "Explained / eligible events of a method over the "
+                                    "last 60 s (compare with prefstream_explain_fraction_requested).",
+                                    ["model", "method"]),
+        explain_fraction_requested=g("explain_fraction_requested", "The requested explained fraction "
+                                     "(explain_sample_rate).", []),
+        explanation_lag=h("explanation_lag_seconds", "Seconds from a sampled event's arrival at the explainer to its "
+                          "explanation record's delivery.", ["method"], LAG_BUCKETS),
+        explanations_shed=c("explanations_shed", "Sampled events a method did not explain, by reason (backlog: its "
+                            "queue was full; stale: queued past explain_max_lag_s; duplicate: already explained at "
+                            "this model version; no_model; error, with the exception class in error).",
+                            ["method", "reason", "error"]),
         refit_duration=h("refit_duration_seconds", "Seconds per batch refit (run in an executor thread).", ["model"],
                          REFIT_BUCKETS),
         refit_failures=c("refit_failures", "Batch refits that raised (the model keeps learning online).", ["model"]),
         refit_training_size=g("refit_training_size", "Training examples used by the latest refit.", ["model"]),
         refit_validation_auc=g("refit_validation_auc", "Validation ROC AUC reported by the latest refit.", ["model"]),
         consumer_lag=g("consumer_lag", "High watermark minus next offset to process.", ["topic", "partition"]),
+        partition_stall_seconds=g("partition_stall_seconds", "Seconds since the partition's processed offset last "
+                                  "moved or its lag was last 0, while its lag is > 0 (0 when caught up): a stalled "
+                                  "partition grows here.",
+                                  ["topic", "partition"]),
+        input_errors=c("input_errors", "Corrupt or undecodable input records (CRC error, unknown codec) skipped by "
+                       "offset, by topic and reason.", ["topic", "reason"]),
         capacity_nonzero_masses=g("capacity_nonzero_masses", "Non-zero Möbius masses of the capacity model.",
                                   ["model"]),
         capacity_constraint_violation=g("capacity_constraint_violation",

@@ -17,7 +17,7 @@ neither it nor a dead letter reached Kafka). The workers therefore publish throu
    and counts ``prefstream_explanations_skipped_total{reason="oversize"}``.
 3. :func:`fit_dead_letter` applies the same rule to dead letters: their raw payload is cut
    (``payload_truncated``) until the record fits the dead-letter topic.
-4. :func:`send_explanation` sends through a Faust topic and counts
+4. :func:`send_explanation` sends through a topic (:class:`ProducerTopic` over aiokafka) and counts
    ``prefstream_explanations_total`` in the **delivery** callback, so the counter means
    "delivered to Kafka"; a record the broker still refuses as too large is dead-lettered as
    ``oversize`` from that callback, any other failed delivery is counted as skipped
@@ -37,7 +37,7 @@ from typing import Any, Mapping
 
 from stream.contract import dead_letter_record
 
-__all__ = ["DEFAULT_LIMIT", "RECORD_OVERHEAD", "OutputLimits", "fit_dead_letter", "fit_explanation",
+__all__ = ["DEFAULT_LIMIT", "RECORD_OVERHEAD", "OutputLimits", "ProducerTopic", "fit_dead_letter", "fit_explanation",
            "oversize_dead_letter", "send_explanation"]
 
 log = logging.getLogger(__name__)
@@ -165,17 +165,40 @@ def fit_dead_letter(dl: Mapping[str, Any], limit: int) -> bytes:
         keep //= 2
 
 
+class ProducerTopic:
+    """A topic of an ``aiokafka.AIOKafkaProducer`` with the two methods of a ``faust.Topic`` used here.
+
+    Parameters
+    ----------
+    producer : aiokafka.AIOKafkaProducer
+    name : str
+    """
+
+    def __init__(self, producer, name: str) -> None:
+        self.producer = producer
+        self.name = name
+
+    def get_topic_name(self) -> str:
+        return self.name
+
+    async def send(self, key=None, value=None):
+        """Hand the record to the producer; returns its delivery future."""
+        return await self.producer.send(self.name, key=key, value=value)
+
+
 async def send_explanation(topic, record: Mapping[str, Any], metrics, limits: OutputLimits,
-                           dead_letter_topic) -> str:
+                           dead_letter_topic, wait: bool = False) -> str:
     """Publish one explanation record (fitted) or its ``oversize`` dead letter; count on delivery.
 
     Parameters
     ----------
-    topic, dead_letter_topic : faust.Topic
+    topic, dead_letter_topic : faust.Topic or ProducerTopic
         The explanations and dead-letter topics (raw bytes).
     record : dict
     metrics : Metrics
     limits : OutputLimits
+    wait : bool, default False
+        Return only once the record is delivered (or failed; the failure is counted, not raised).
 
     Returns
     -------
@@ -213,4 +236,6 @@ async def send_explanation(topic, record: Mapping[str, Any], metrics, limits: Ou
 
     fut = await topic.send(key=key, value=value)
     fut.add_done_callback(delivered)
+    if wait:
+        await asyncio.wait([fut])
     return "sent"

@@ -130,8 +130,22 @@ class Settings:
     # ----------------------------------------------------------------- explanations
     explain_sample_rate: float = _f(0.05, "Fraction of preference events the explainer explains.", "float",
                                     lo=0.0, hi=1.0)
-    explain_max_queue: int = _f(1000, "Pending explanations beyond this are dropped (and counted).", "int", lo=1)
-    seed: int = _f(0, "Seed of the explainer's sampling RNG.", "int", lo=0)
+    explain_max_queue: int = _f(1000, "Pending explanations per method beyond this are shed, oldest first (and "
+                                "counted); explain requests beyond it pause the request topic instead.", "int", lo=1)
+    explain_max_batch: int = _f(64, "Examples per explainer call, for methods without their own fn.max_batch "
+                                "(the explainer worker's micro-batches of sampled events).", "int", lo=1)
+    explain_budget_s: float = _f(2.0, "Target seconds per explainer call, for methods without their own "
+                                 "fn.budget_s: the batch size adapts so that one call stays near it.", "float",
+                                 lo=0.001)
+    explain_max_lag_s: float = _f(30.0, "A sampled event still queued this many seconds after it arrived is shed "
+                                  "(reason stale): explanations stay recent.", "float", lo=0.1)
+    explain_dedupe_seconds: float = _f(300.0, "On a new partition assignment the explainer reads back this many "
+                                       "seconds of the explanation topic, so that an event already explained by a "
+                                       "method (same event id and model; requests: also the model version) is not "
+                                       "explained again.", "float",
+                                       lo=0.0)
+    seed: int = _f(0, "Seed of the explainer's RNG (the sampled explainers' seeds); which events are "
+                 "sampled depends on their ids only.", "int", lo=0)
     explain_exact_players: int = _f(10, "Shapley-type explainers enumerate all coalitions up to this many players "
                                     "(one-hot groups count as one player above it); beyond, they sample.", "int",
                                     lo=1, hi=20)

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 
 import numpy as np
@@ -222,11 +224,11 @@ def test_prefstream_run_summary_adds_up(tmp_path):
 def test_every_codec_decodes_and_a_worker_refuses_to_start_without_one(monkeypatch):
     import aiokafka.codec
 
-    from stream.app import build_app
     from stream.codecs import CodecMissing, missing_codecs
+    from stream.workers.learner import LearnerCore, LearnerLoop
 
     assert missing_codecs() == []  # requirements.txt pins them all
     monkeypatch.setattr(aiokafka.codec, "has_zstd", lambda: False)
     assert missing_codecs() == [("aiokafka", "zstd", "cramjam")]
     with pytest.raises(CodecMissing, match=r"zstd \(aiokafka\): install cramjam"):
-        build_app(settings(), "learner")
+        asyncio.run(LearnerLoop(LearnerCore(settings())).run())  # before any connection to a broker

@@ -104,6 +104,14 @@ def build() -> dict:
     L.panel("Consumer lag by topic/partition",
             [target("sum by (topic, partition) (prefstream_consumer_lag)", "{{topic}}[{{partition}}]", "A")],
             "short", description="High watermark minus next offset: prefstream_consumer_lag.", minv=0)
+    L.panel("Partition stall (s since the processed offset moved, lag > 0)",
+            [target("max by (topic, partition) (prefstream_partition_stall_seconds)", "{{topic}}[{{partition}}]", "A")],
+            "s", minv=0, description="prefstream_partition_stall_seconds: grows while a partition has lag but its "
+                                     "processed offset does not move (alert PrefstreamPartitionStalled); 0 when caught up.")
+    L.panel("Corrupt input skipped / s by topic, reason",
+            [target(f"sum by (topic, reason) (rate(prefstream_input_errors_total[{RI}]))", "{{topic}} {{reason}}", "A")],
+            "ops", description="Corrupt (CRC) or undecodable records skipped by offset by the consumer loop: "
+                               "prefstream_input_errors_total.")
 
     L.row("Online learning")
     L.panel("Events learned / s by model (and re-learned after a restore)",
@@ -148,6 +156,27 @@ def build() -> dict:
     L.panel("Explanations skipped / s by reason",
             [target(f"sum by (reason) (rate(prefstream_explanations_skipped_total[{RI}]))", "{{reason}}", "A")],
             "ops", description="prefstream_explanations_skipped_total.")
+    L.panel("Explained fraction: achieved vs requested",
+            [target(f"sum by (model, method) (rate(prefstream_explained_events_total{{{MM}}}[{RI}])) / clamp_min("
+                    f"sum by (model, method) (rate(prefstream_explain_eligible_total{{{MM}}}[{RI}])), 1e-9)",
+                    "{{model}}/{{method}} achieved", "A"),
+             target("max(prefstream_explain_fraction_requested)", "requested", "B"),
+             target(f"max by (model, method) (prefstream_explain_fraction_achieved{{{MM}}})",
+                    "{{model}}/{{method}} last 60 s (per process)", "C")],
+            "percentunit", minv=0, description="Explained / eligible events per method (prefstream_explained_events_total "
+            "over prefstream_explain_eligible_total, summed over explainer processes) against the requested "
+            "explain_sample_rate (prefstream_explain_fraction_requested); alert PrefstreamExplainedFractionLow "
+            "below half of it.")
+    L.panel("Explanation lag, arrival → delivered (p50, p99)",
+            quantiles("prefstream_explanation_lag_seconds", "method", 'method=~"$method"'),
+            "s", description="prefstream_explanation_lag_seconds histogram: from a sampled event's arrival at the "
+                             "explainer to its record's delivery, queueing included.")
+    L.panel("Explanations shed / s by method and reason",
+            [target(f"sum by (method, reason, error) (rate(prefstream_explanations_shed_total[{RI}]))",
+                    "{{method}} {{reason}} {{error}}", "A")],
+            "ops", description="Sampled events a method did not explain: backlog (its queue was full), stale, "
+                               "duplicate, no_model, error (with the exception class): "
+                               "prefstream_explanations_shed_total.")
 
     L.row("Global explanations (stream.monitor: sliding window, top-K features + other)")
     L.panel("Global importance: window mean |φ| by feature",

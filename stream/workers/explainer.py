@@ -6,18 +6,29 @@
   merges them on demand with :func:`stream.registry.merge_learners` (``__iadd__`` or
   count-weighted parameter averaging). The merged model's version is the sum of the source
   versions, so it grows whenever any source publishes.
+* **The loop.** :class:`ExplainerLoop` runs on the shared consumer loop
+  (:class:`stream.workers.loop.ConsumerLoop`) in its own group ``<consumer_group>-explainer``:
+  it reads preference events, click sessions and explain requests in micro-batches. Corrupt
+  input is counted and skipped by offset there; two explainer processes in the group split the
+  partitions, and a killed one's partitions move to the other.
 * **What is explained.** A fraction ``explain_sample_rate`` of the preference events and of the
-  click sessions (its own consumer group ``<consumer_group>-explainer``; sessions go to the
-  explainers marked ``session_only``, pairs to the others) and every message of the explain-request
-  topic: ``{"request_id", "model", "method" (optional: all methods), "left", "right",
-  "context" (optional), "params" (optional)}`` where ``left``/``right`` are item references
-  (``{"features": {...}}`` or ``{"id": ...}``) or bare feature dicts.
-* **Backlog.** Jobs wait in a bounded queue of ``explain_max_queue`` entries; the effective
-  sampling rate falls linearly with the queue's fill, and a sampled event that finds the queue
-  full is dropped and counted (``prefstream_explanations_skipped_total{reason="backlog"}``).
-  Requests wait for room instead (back-pressure on the request topic only). Explainers run in
-  an executor thread so the consumer keeps heart-beating. The learner is another process and
-  never waits for explanations.
+  click sessions, chosen by a hash of the event id (the same events whichever process reads
+  them; sessions go to the explainers marked ``session_only``, pairs to the others), and every
+  message of the explain-request topic: ``{"request_id", "model", "method" (optional: all
+  methods), "left", "right", "context" (optional), "params" (optional)}`` where ``left``/
+  ``right`` are item references (``{"features": {...}}`` or ``{"id": ...}``) or bare feature dicts.
+* **Keeping up** (:mod:`stream.workers.explain_queues`): every ``(model, method)`` has its own
+  bounded queue; the explainer's time is shared fairly between them, each call gets a *batch* of
+  events (``fn(learner, examples, ctx)``, at most ``fn.max_batch`` or ``explain_max_batch``,
+  sized to take about ``fn.budget_s`` or ``explain_budget_s`` seconds), and a method that falls
+  behind sheds its own oldest events (``backlog``) or those queued past ``explain_max_lag_s``
+  (``stale``). Requests go first and are never shed: a full request queue pauses the request
+  topic instead. Explainers run in an executor thread so the consumer keeps heart-beating.
+* **Exactly one explanation per event and method.** A partition's offset is committed only up to
+  the first event with work pending (delivered or shed, :class:`OffsetTracker`); on each
+  assignment the worker reads back the last ``explain_dedupe_seconds`` of the explanation topic
+  and never explains an event again for a method that already has its record (sampled events:
+  key = event id, model, method; requests: also the model version).
 
 Records are :meth:`Explanation.to_records` dicts (``explanation.v1.json``), key = event or
 request id, carrying the model name and merged version.
@@ -26,10 +37,8 @@ request id, carrying the model name and merged version.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,9 +59,9 @@ from stream.contract import (
 from stream.ingest import decode
 from stream.metrics import Metrics, build_metrics
 from stream.monitor import Monitor
-from stream.workers._snapshot import parse_snapshot_key, split_stream_meta
+from stream.workers._snapshot import event_hash, parse_snapshot_key, split_stream_meta
 
-__all__ = ["ExplainJob", "ExplainerCore", "run_explainer"]
+__all__ = ["ExplainJob", "ExplainerCore"]
 
 log = logging.getLogger(__name__)
 
@@ -162,14 +171,57 @@ class ExplainerCore:
             rate *= max(0.0, 1.0 - self.queue.qsize() / self.queue.maxsize)
         return rate
 
-    def on_preference(self, value) -> ExplainJob | None:
-        """Parse a preference event, feed the reservoir, and maybe sample it for explanation."""
+    def sampled(self, event_id: str, rate: float | None = None) -> bool:
+        """Whether ``event_id`` is in the sample: its 64-bit BLAKE2b hash below ``rate × 2⁶⁴``.
+
+        The decision depends on the id only, so every explainer process (and a restarted one)
+        samples the same events; ``rate`` defaults to :meth:`sample_rate`.
+        """
+        rate = self.sample_rate() if rate is None else rate
+        return event_hash(event_id) < rate * 2.0**64
+
+    def parse_event(self, value):
+        """A preference event's example (fed to the reservoir), or None if invalid (the learner dead-letters it)."""
         try:
             ex = parse_preference(value, self.catalog, max_bytes=self.settings.max_message_bytes)
         except DeadLetter:
-            return None  # the learner dead-letters it
+            return None
         self.observe(ex)
-        if self.rng.random() >= self.sample_rate():
+        return ex
+
+    def parse_session(self, value):
+        """``(pairs, {"session": ...})`` of a click session (see :meth:`on_click`), or None."""
+        try:  # decoded once: the pairs and the session's shown/clicked lists come from one document
+            doc = decode(value, self.settings.max_message_bytes)
+            pairs = click_session_from_doc(doc, self.catalog)
+        except DeadLetter:
+            return None
+        if not pairs:
+            return None
+        feats = {}
+        for ex in pairs:
+            feats[ex.left_id] = ex.left
+            feats[ex.right_id] = ex.right
+        shown = [{"id": it["id"], "features": feats[it["id"]]} for it in doc["shown"] if it["id"] in feats]
+        session = {"session_id": doc["session_id"], "shown": shown, "clicked": list(doc["clicked"]),
+                   "context": pairs[0].context}
+        return pairs, {"session": session}
+
+    def methods_for(self, session: bool) -> list[tuple[str, str, Any]]:
+        """``(model, method, fn)`` of every model with a snapshot whose explainer fits (sessions or pairs)."""
+        out = []
+        for name in sorted(self.parts):
+            if not self.parts[name]:
+                continue
+            for method, fn in sorted(registry.explainers_for(name).items()):
+                if bool(getattr(fn, "session_only", False)) == session:
+                    out.append((name, method, fn))
+        return out
+
+    def on_preference(self, value) -> ExplainJob | None:
+        """Parse a preference event, feed the reservoir, and maybe sample it for explanation."""
+        ex = self.parse_event(value)
+        if ex is None or not self.sampled(ex.event_id):
             return None
         return ExplainJob([ex], origin="sample")
 
@@ -180,21 +232,10 @@ class ExplainerCore:
         ``{"session_id", "shown": [{"id", "features"}], "clicked": [ids], "context"}`` with
         features resolved from the item catalog.
         """
-        try:  # decoded once: the pairs and the session's shown/clicked lists come from one document
-            doc = decode(value, self.settings.max_message_bytes)
-            pairs = click_session_from_doc(doc, self.catalog)
-        except DeadLetter:
+        got = self.parse_session(value)
+        if got is None or not self.sampled(got[1]["session"]["session_id"]):
             return None
-        if not pairs or self.rng.random() >= self.sample_rate():
-            return None
-        feats = {}
-        for ex in pairs:
-            feats[ex.left_id] = ex.left
-            feats[ex.right_id] = ex.right
-        shown = [{"id": it["id"], "features": feats[it["id"]]} for it in doc["shown"] if it["id"] in feats]
-        session = {"session_id": doc["session_id"], "shown": shown, "clicked": list(doc["clicked"]),
-                   "context": pairs[0].context}
-        return ExplainJob(pairs, origin="sample", params={"session": session}, session=True)
+        return ExplainJob(got[0], origin="sample", params=got[1], session=True)
 
     def on_request(self, value) -> ExplainJob | None:
         """Parse an explain request (:func:`stream.contract.parse_explain_request`, one decode);
@@ -240,130 +281,51 @@ class ExplainerCore:
                 out.append((name, method, hit[0], hit[1], fn, int(self.rng.integers(2**63))))
         return out
 
-    def explain(self, job: ExplainJob, plan) -> list[dict]:
-        """Run the planned explainers (thread-safe: snapshots are never mutated); return records."""
+    def explain_one(self, job: ExplainJob, entry, budgets: dict | None = None) -> list[dict]:
+        """Run one planned explainer ``(model, method, learner, version, fn, seed)`` on ``job``.
+
+        Returns the valid records (invalid ones are counted and logged); raises what the
+        explainer raises. Thread-safe: snapshots are never mutated.
+        """
+        name, method, learner, version, fn, seed = entry
+        ctx = registry.ExplainContext(model_name=name, model_version=version, background=list(self.background),
+                                      catalog=self.catalog, rng=np.random.default_rng(seed),
+                                      params=dict(job.params or {}), budgets=budgets or self.budgets)
+        t0 = time.perf_counter()
+        e = fn(learner, job.examples, ctx)
+        dt = time.perf_counter() - t0
+        e.model_name = name
+        e.model_version = int(version)
+        self.metrics.explanation_latency.labels(method=e.method).observe(dt)
         records = []
-        background = list(self.background)
-        for name, method, learner, version, fn, seed in plan:
-            ctx = registry.ExplainContext(model_name=name, model_version=version, background=background,
-                                          catalog=self.catalog, rng=np.random.default_rng(seed),
-                                          params=dict(job.params or {}), budgets=self.budgets)
-            t0 = time.perf_counter()
+        for rec in e.to_records(instance_ids=[x.event_id for x in job.examples]):
             try:
-                e = fn(learner, job.examples, ctx)
-            except NotFittedError:  # e.g. a GPM before its first refit: no model to explain yet, not a failure
-                self.metrics.explanations_skipped.labels(reason="no_model").inc()
+                explanation_record_ok(rec)
+            except InvalidInputError as exc:
+                self.metrics.explanations_skipped.labels(reason="invalid_record").inc()
+                log.warning("dropping invalid %s record: %s", method, exc)
                 continue
-            except Exception as exc:  # noqa: BLE001 - one failing method must not stop the others
-                self.metrics.explanations_skipped.labels(reason="error").inc()
-                log.warning("%s/%s failed on %s: %s", name, method, [x.event_id for x in job.examples], exc)
-                continue
-            dt = time.perf_counter() - t0
-            e.model_name = name
-            e.model_version = int(version)
-            self.metrics.explanation_latency.labels(method=e.method).observe(dt)
-            for rec in e.to_records(instance_ids=[x.event_id for x in job.examples]):
-                try:
-                    explanation_record_ok(rec)
-                except InvalidInputError as exc:
-                    self.metrics.explanations_skipped.labels(reason="invalid_record").inc()
-                    log.warning("dropping invalid %s record: %s", method, exc)
-                    continue
-                rec.setdefault("extra", {})
-                if isinstance(rec["extra"], dict):
-                    rec["extra"].setdefault("origin", job.origin)
-                records.append(rec)  # prefstream_explanations_total counts on delivery (stream.publish)
-        self.monitor.observe(records)
+            rec.setdefault("extra", {})
+            if isinstance(rec["extra"], dict):
+                rec["extra"].setdefault("origin", job.origin)
+            records.append(rec)  # prefstream_explanations_total counts on delivery (stream.publish)
         return records
 
+    def explain(self, job: ExplainJob, plan) -> list[dict]:
+        """Run the planned explainers (thread-safe: snapshots are never mutated); return records.
 
-# ============================================================================ Faust glue
-def attach_explainer(app, core: ExplainerCore, executor=None) -> None:
-    """Register the explainer's agents, followers and queue drainer on ``app``."""
-    from stream.app import TopicFollower
-
-    from stream.publish import OutputLimits, send_explanation
-
-    settings = core.settings
-    topics = app.prefstream_topics
-    limits = OutputLimits(settings)
-    models_follower = TopicFollower(settings, settings.topic_models, lambda k, v, p, o: core.on_snapshot(k, v), "models")
-    items_follower = TopicFollower(settings, settings.topic_items, core.on_item, "items")
-
-    def queue() -> asyncio.Queue:
-        if core.queue is None:
-            core.queue = asyncio.Queue(maxsize=settings.explain_max_queue)
-        return core.queue
-
-    @app.task
-    async def followers():
-        # keep references: the event loop holds tasks only weakly
-        app.prefstream_follower_tasks = [asyncio.ensure_future(models_follower.run()),
-                                         asyncio.ensure_future(items_follower.run())]
-
-    async def sample_into_queue(stream, to_job) -> None:
-        """Sampled jobs never wait: a full queue drops the job and counts it (learning never blocks)."""
-        await items_follower.caught_up.wait()
-        async for value in stream:
-            job = to_job(value)
-            if job is None:
-                continue
+        A method that raises is skipped (``error``, logged with the exception class) and the
+        others still run; ``NotFittedError`` counts as ``no_model``.
+        """
+        records = []
+        for entry in plan:
             try:
-                queue().put_nowait(job)
-            except asyncio.QueueFull:
-                core.metrics.explanations_skipped.labels(reason="backlog").inc()
-
-    @app.agent(topics["preferences"], name="prefstream-explain-sample")
-    async def sample(stream):
-        await sample_into_queue(stream, core.on_preference)
-
-    @app.agent(topics["clicks"], name="prefstream-explain-sessions")
-    async def sessions(stream):
-        await sample_into_queue(stream, core.on_click)
-
-    @app.agent(topics["explain_requests"], name="prefstream-explain-requests")
-    async def requests(stream):
-        await items_follower.caught_up.wait()
-        async for value in stream:
-            job = core.on_request(value)
-            if job is not None:
-                await queue().put(job)
-
-    @app.task
-    async def drain():
-        loop = asyncio.get_running_loop()
-        q = queue()
-        while True:
-            job = await q.get()
-            if not models_follower.caught_up.is_set():  # know every published snapshot first
-                try:
-                    await asyncio.wait_for(models_follower.caught_up.wait(), timeout=60)
-                except asyncio.TimeoutError:
-                    log.warning("the model topic is not caught up after 60 s; explaining with what is loaded")
-            try:
-                plan = core.plan(job)
-                if not plan:
-                    continue
-                records = await loop.run_in_executor(executor, core.explain, job, plan)
-                for rec in records:  # fitted to the topic or dead-lettered as oversize, counted on delivery
-                    await send_explanation(topics["explanations"], rec, core.metrics, limits, topics["dead_letters"])
-                for rec in core.monitor.drain():
-                    await topics["drift"].send(key=rec["model"].encode(), value=json.dumps(rec).encode())
-            except Exception:  # noqa: BLE001 - the drain loop must survive any one job
-                core.metrics.explanations_skipped.labels(reason="error").inc()
-                log.exception("explaining %s failed", [x.event_id for x in job.examples][:3])
-
-    app.prefstream_explainer = core
-
-
-def run_explainer(settings, loglevel: str | None = None) -> int:
-    """Run the explainer worker until SIGTERM/SIGINT; returns the exit code."""
-    from stream.app import build_app, run_faust_worker
-    from stream.metrics import start_metrics_server
-
-    metrics = build_metrics()
-    start_metrics_server(settings.port_for("explainer"), metrics.registry)
-    app = build_app(settings, "explainer")
-    core = ExplainerCore(settings, metrics=metrics)
-    attach_explainer(app, core, executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-explain"))
-    return run_faust_worker(app, loglevel or settings.log_level)
+                records.extend(self.explain_one(job, entry))
+            except NotFittedError:  # e.g. a GPM before its first refit: no model to explain yet, not a failure
+                self.metrics.explanations_skipped.labels(reason="no_model").inc()
+            except Exception as exc:  # noqa: BLE001 - one failing method must not stop the others
+                self.metrics.explanations_skipped.labels(reason="error").inc()
+                log.warning("%s/%s failed on %s: %s: %s", entry[0], entry[1], [x.event_id for x in job.examples][:3],
+                            type(exc).__name__, exc)
+        self.monitor.observe(records)
+        return records

@@ -1,0 +1,128 @@
+"""The explainer's loop without a broker: batches explained once, dedupe, error labels, the commit fence."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+from learners.linear import LinearBT
+from stream import registry
+from stream.publish import OutputLimits, ProducerTopic
+from stream.settings import Settings
+from stream.workers.explainer import ExplainerCore
+from stream.workers.explainer_loop import ExplainerLoop
+from stream.workers.learner import LearnerCore
+from tests.test_consumer_loop import TP, FakeProducer, ev
+
+N = 12
+
+
+class Consumer:
+    def __init__(self, tps):
+        self.tps = set(tps)
+        self.commits: list = []
+        self.refuse = False
+
+    def assignment(self):
+        return set(self.tps)
+
+    async def commit(self, offsets):
+        if self.refuse:
+            from aiokafka.errors import CommitFailedError
+
+            raise CommitFailedError("the group has already rebalanced")
+        self.commits.append(dict(offsets))
+
+    def highwater(self, tp):
+        return N
+
+
+def boom(learner, examples, ctx):
+    raise ZeroDivisionError("no coalition left")
+
+
+def make(model="loop-bt"):
+    registry.register_model(model, lambda s, p: LinearBT(), LinearBT.from_state, replace=True)
+    registry.register_explainer(model, "linear-shapley", registry.get_explainer("linear-bt", "linear-shapley"),
+                                replace=True)
+    registry.register_explainer(model, "boom", boom, replace=True)
+    s = Settings.load(None, {"models": [model], "explain_sample_rate": 1.0, "snapshot_every_events": 1000,
+                             "max_output_bytes": 1_000_000}, environ={})
+    lc = LearnerCore(s)
+    st = lc.new_source(s.topic_preferences, 0, {})
+    rng = np.random.default_rng(3)
+    lc.process_batch(st, [(i, ev(f"w{i}", rng), None, None) for i in range(20)])
+    core = ExplainerCore(s)
+    for k, v in lc.build_snapshots(st)[0]:
+        core.on_snapshot(k, v)
+    loop = ExplainerLoop(core)
+    tp = TP(topic=s.topic_preferences, partition=0)
+    loop.consumer, loop.producer, loop.limits = Consumer([tp]), FakeProducer(), OutputLimits(s)
+    loop.out, loop.dead = ProducerTopic(loop.producer, s.topic_explanations), ProducerTopic(loop.producer,
+                                                                                             s.topic_dead_letters)
+    loop.models = SimpleNamespace(caught_up=asyncio.Event())
+    batch = {tp: [(i, ev(f"x{i}", rng), None, time.perf_counter(), None) for i in range(N)]}
+    return loop, tp, batch, model
+
+
+async def explain_all(loop):
+    while (key := loop.queues.next()) is not None:
+        await loop.run_method(key)
+    pending = [t for t in loop.tasks if not t.done()]
+    if pending:
+        await asyncio.wait(pending)
+
+
+def sample(loop, name, **labels):
+    return loop.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_sampled_events_are_explained_once_in_batches_and_an_error_names_its_exception(caplog):
+    loop, tp, batch, model = make()
+
+    async def go():
+        await loop.handle(0, batch)
+        assert len(loop.queues) == 2 * N  # one item per event and method
+        await explain_all(loop)
+        out = loop.producer.topics.get(loop.settings.topic_explanations, {})
+        first = {k.decode(): json.loads(v) for k, v in out.items()}
+        await loop.handle(0, batch)  # the same events read again (e.g. after a restart): nothing new
+        await explain_all(loop)
+        return first, dict(loop.producer.topics[loop.settings.topic_explanations])
+
+    with caplog.at_level(logging.WARNING, logger="stream.workers.explainer_loop"):
+        first, after = asyncio.run(go())
+    assert sorted(first) == sorted(f"x{i}" for i in range(N)) and len(after) == N
+    assert all(r["method"] == "linear-shapley" and r["model_name"] == model for r in first.values())
+    assert sample(loop, "prefstream_explained_events_total", model=model, method="linear-shapley") == N
+    assert sample(loop, "prefstream_explain_eligible_total", model=model, method="linear-shapley") == 2 * N
+    assert sample(loop, "prefstream_explanations_shed_total", method="linear-shapley", reason="duplicate",
+                  error="") == N
+    assert sample(loop, "prefstream_explanations_shed_total", method="boom", reason="error",
+                  error="ZeroDivisionError") == 2 * N
+    assert sample(loop, "prefstream_explanation_lag_seconds_count", method="linear-shapley") == N
+    assert any("ZeroDivisionError: no coalition left" in r.getMessage() for r in caplog.records)
+    assert loop.caps[(model, "linear-shapley")].cost is not None  # batches were timed against the budget
+    assert loop.tracker.to_commit() == {tp: N}  # every offset delivered or shed
+
+
+def test_an_expelled_member_publishes_nothing_and_keeps_the_events_for_later():
+    loop, tp, batch, model = make("fence-bt")
+
+    async def go():
+        await loop.handle(0, batch)
+        loop.consumer.refuse = True  # the coordinator refuses our commits: we may no longer own the partition
+        await loop.run_method((model, "linear-shapley"))
+        refused = dict(loop.producer.topics.get(loop.settings.topic_explanations, {}))
+        loop.consumer.refuse = False
+        await explain_all(loop)
+        return refused, dict(loop.producer.topics[loop.settings.topic_explanations])
+
+    refused, after = asyncio.run(go())
+    assert refused == {} and len(after) == N
+    assert loop.consumer.commits and all(c == {tp: 0} for c in loop.consumer.commits[:1])
