@@ -236,6 +236,9 @@ class TopicFollower:
         Called in the event loop for each record.
     name : str
         For log messages.
+    metrics : Metrics, optional
+        Where corrupt records skipped are counted (``prefstream_input_errors_total``); they are
+        always logged.
 
     Attributes
     ----------
@@ -245,8 +248,9 @@ class TopicFollower:
         Those end offsets per partition (records at or above them arrived while running).
     """
 
-    def __init__(self, settings, topic: str, on_message: Callable, name: str = "") -> None:
+    def __init__(self, settings, topic: str, on_message: Callable, name: str = "", metrics=None) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.topic = topic
         self.on_message = on_message
         self.name = name or topic
@@ -257,6 +261,8 @@ class TopicFollower:
     async def run(self) -> None:
         """Consume until :meth:`stop`; reconnects after errors (logged)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        from stream.workers.loop import getmany_skipping_bad_input
 
         while not self._stopping:
             consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None,
@@ -274,7 +280,9 @@ class TopicFollower:
                     if not self.caught_up.is_set():
                         if all([await consumer.position(tp) >= ends[tp] for tp in tps]):
                             self.caught_up.set()
-                    batch = await consumer.getmany(timeout_ms=200)
+                    # corrupt or undecodable records are counted and skipped by offset, as in the
+                    # workers' consumer loop (stream.workers.loop), never a follower stuck for good
+                    batch = await getmany_skipping_bad_input(consumer, self._input_error, timeout_ms=200)
                     for tp, msgs in batch.items():
                         for m in msgs:
                             try:
@@ -291,6 +299,11 @@ class TopicFollower:
                     await consumer.stop()
                 except Exception:
                     pass
+
+    def _input_error(self, tp, offset: int, reason: str, exc: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.input_errors.labels(topic=tp.topic, reason=reason).inc()
+        log.error("%s: skipping %s record at %s[%d]@%d: %s", self.name, reason, tp.topic, tp.partition, offset, exc)
 
     def stop(self) -> None:
         """Ask :meth:`run` to return."""

@@ -26,6 +26,10 @@ name                                             type       labels              
 ``prefstream_refit_training_size``               gauge      model                 examples used by the last refit
 ``prefstream_refit_validation_auc``              gauge      model                 validation AUC of the last refit
 ``prefstream_consumer_lag``                      gauge      topic, partition      high watermark − next offset
+``prefstream_partition_stall_seconds``           gauge      topic, partition      seconds since the processed offset last
+                                                                                  moved or lag was 0, while lag > 0
+``prefstream_input_errors_total``                counter    topic, reason         corrupt/undecodable input records
+                                                                                  skipped by offset (stream.workers.loop)
 ``prefstream_capacity_nonzero_masses``           gauge      model                 non-zero Möbius masses of a capacity
 ``prefstream_capacity_constraint_violation``     gauge      model                 monotonicity/normalisation violation
 ``prefstream_capacity_regret_proxy``             gauge      model                 RDA regret proxy of the capacity learner
@@ -111,6 +115,8 @@ METRIC_TYPES = {
     "prefstream_refit_training_size": "gauge",
     "prefstream_refit_validation_auc": "gauge",
     "prefstream_consumer_lag": "gauge",
+    "prefstream_partition_stall_seconds": "gauge",
+    "prefstream_input_errors_total": "counter",
     "prefstream_capacity_nonzero_masses": "gauge",
     "prefstream_capacity_constraint_violation": "gauge",
     "prefstream_capacity_regret_proxy": "gauge",
@@ -148,6 +154,8 @@ class Metrics:
     refit_training_size: Gauge
     refit_validation_auc: Gauge
     consumer_lag: Gauge
+    partition_stall_seconds: Gauge
+    input_errors: Counter
     capacity_nonzero_masses: Gauge
     capacity_constraint_violation: Gauge
     capacity_regret_proxy: Gauge
@@ -223,6 +231,12 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
         refit_training_size=g("refit_training_size", "Training examples used by the latest refit.", ["model"]),
         refit_validation_auc=g("refit_validation_auc", "Validation ROC AUC reported by the latest refit.", ["model"]),
         consumer_lag=g("consumer_lag", "High watermark minus next offset to process.", ["topic", "partition"]),
+        partition_stall_seconds=g("partition_stall_seconds", "Seconds since the partition's processed offset last "
+                                  "moved or its lag was last 0, while its lag is > 0 (0 when caught up): a stalled "
+                                  "partition grows here.",
+                                  ["topic", "partition"]),
+        input_errors=c("input_errors", "Corrupt or undecodable input records (CRC error, unknown codec) skipped by "
+                       "offset, by topic and reason.", ["topic", "reason"]),
         capacity_nonzero_masses=g("capacity_nonzero_masses", "Non-zero Möbius masses of the capacity model.",
                                   ["model"]),
         capacity_constraint_violation=g("capacity_constraint_violation",

@@ -104,6 +104,14 @@ def build() -> dict:
     L.panel("Consumer lag by topic/partition",
             [target("sum by (topic, partition) (prefstream_consumer_lag)", "{{topic}}[{{partition}}]", "A")],
             "short", description="High watermark minus next offset: prefstream_consumer_lag.", minv=0)
+    L.panel("Partition stall (s since the processed offset moved, lag > 0)",
+            [target("max by (topic, partition) (prefstream_partition_stall_seconds)", "{{topic}}[{{partition}}]", "A")],
+            "s", minv=0, description="prefstream_partition_stall_seconds: grows while a partition has lag but its "
+                                     "processed offset does not move (alert PrefstreamPartitionStalled); 0 when caught up.")
+    L.panel("Corrupt input skipped / s by topic, reason",
+            [target(f"sum by (topic, reason) (rate(prefstream_input_errors_total[{RI}]))", "{{topic}} {{reason}}", "A")],
+            "ops", description="Corrupt (CRC) or undecodable records skipped by offset by the consumer loop: "
+                               "prefstream_input_errors_total.")
 
     L.row("Online learning")
     L.panel("Events learned / s by model (and re-learned after a restore)",

@@ -1,25 +1,23 @@
 """The learner worker: consume preferences and click sessions in micro-batches, learn, snapshot.
 
 The state machine is :class:`~stream.workers.learner_core.LearnerCore` (plain Python, tested
-without a broker; re-exported here). This module is the Kafka loop around it, written directly
-on aiokafka's group consumer rather than on a Faust agent: Faust builds an ``Event`` and an
+without a broker; re-exported here). This module is that core on the shared consumer loop
+(:class:`stream.workers.loop.ConsumerLoop`: micro-batches, generations, rebalance listener,
+corrupt-input skipping, commit after delivery, lag and stall gauges), written directly on
+aiokafka's group consumer rather than on a Faust agent: Faust builds an ``Event`` and an
 acknowledgement per message, which alone cost more than learning a whole batch (measured in
-``bench/results/stream.md``). The loop
+``bench/results/stream.md``). What the learner adds:
 
-1. **fetches a micro-batch**: ``getmany`` until ``batch_max_events`` messages are in hand or
-   ``batch_max_ms`` ms have passed since the first of them arrived, whichever comes first;
-2. hands each partition's share to :meth:`LearnerCore.process_batch` (one decode-and-validate
-   pass, one ``predict_proba_many`` and one ``learn_many`` per model) and publishes the dead
-   letters it returns;
-3. **publishes snapshots** when due (count, timer, refit) and, once every record of a
-   snapshot round is delivered with ``acks=all``, **commits** the smallest ``next_offset`` of
-   that round for the partition — the committed offset never passes the latest snapshot;
-4. on a **revocation** waits for snapshot deliveries in flight, then neither learns nor publishes
-   until the new assignment; on an **assignment** drops every source state (each is rebuilt from
-   its latest snapshot when its first message arrives, and messages below ``next_offset`` are
-   skipped); a batch fetched before a rebalance (an older generation) is dropped unprocessed —
-   the consumer re-reads it from the committed offset;
-5. on SIGTERM/SIGINT publishes final snapshots and commits them before leaving the group.
+1. each partition's share of a micro-batch goes to :meth:`LearnerCore.process_batch` (one
+   decode-and-validate pass, one ``predict_proba_many`` and one ``learn_many`` per model); the
+   dead letters it returns are published;
+2. **snapshots** are published when due (count, timer, refit) and, once every record of a
+   snapshot round is delivered with ``acks=all``, the smallest ``next_offset`` of that round is
+   **committed** for the partition — the committed offset never passes the latest snapshot;
+3. on a **revocation** (after the loop waited for deliveries in flight) and on an
+   **assignment** every source state is dropped; on an assignment each is rebuilt from its latest
+   snapshot before the first fetch, and messages below ``next_offset`` are skipped;
+4. on SIGTERM/SIGINT final snapshots are published and committed before leaving the group.
 
 ``docs/workers.md`` gives the guarantee's argument in full.
 """
@@ -28,9 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
@@ -38,73 +33,62 @@ import orjson
 from learners.exceptions import SnapshotError
 from stream.workers._snapshot import source_name
 from stream.workers.learner_core import DEFAULT_DEDUPE_WINDOW, LearnerCore, ModelSlot, SourceState
+from stream.workers.loop import ConsumerLoop
 
 __all__ = ["DEFAULT_DEDUPE_WINDOW", "LearnerCore", "LearnerLoop", "ModelSlot", "SourceState", "run_learner"]
 
 log = logging.getLogger(__name__)
 
 
-class LearnerLoop:
-    """The Kafka side of one learner worker process (see the module docstring).
+class LearnerLoop(ConsumerLoop):
+    """The learner worker on the shared consumer loop (see the module docstring).
 
     Parameters
     ----------
     core : LearnerCore
     """
 
+    role = "learner"
+
     def __init__(self, core: LearnerCore) -> None:
+        super().__init__(core.settings, core.metrics)
         self.core = core
-        self.settings = core.settings
-        self.generation = 0
-        self.paused = False
         self.snapshots: dict | None = None
-        self.tasks: set = set()
-        self.stop = asyncio.Event()
-        self.consumer = None
-        self.producer = None
-        self.limits = None  # stream.publish.OutputLimits, made in run()
-        self.fatal: Exception | None = None
-        self.ready = asyncio.Event()  # set once the assigned sources are restored
+        self.items = None  # stream.app.TopicFollower of the item topic, made in starting()
+        self._items_task = None
 
-    # ------------------------------------------------------------------ rebalance listener
-    async def on_partitions_revoked(self, revoked) -> None:
-        # Let snapshots already built land (and commit) *before* the partitions move: a snapshot
-        # delivered after the new owner's first one would roll its state back. Until the new
-        # assignment, neither learn nor publish.
-        self.paused = True
-        self.ready.clear()
-        self.generation += 1
-        pending = [t for t in self.tasks if not t.done()]
-        log.info("partitions revoked (%d snapshot deliveries in flight): %s", len(pending), sorted(map(str, revoked)))
-        if pending:
-            await asyncio.wait(pending, timeout=30)
+    def topics(self) -> list[str]:
+        return [self.settings.topic_preferences, self.settings.topic_clicks]
+
+    def group_id(self) -> str:
+        return self.settings.consumer_group
+
+    def ready_line(self) -> str:
+        return f"group {self.settings.consumer_group}, models {self.core.models}"
+
+    def done_offset(self, tp) -> int | None:
+        st = self.core.sources.get(source_name(tp.topic, tp.partition))
+        return None if st is None else st.next_offset
+
+    # ------------------------------------------------------------------ rebalance hooks
+    async def revoked(self, revoked) -> None:
+        # deliveries in flight have landed (the loop waited): a late snapshot cannot roll the new
+        # owner back; until the new assignment, neither learn nor publish
         for src in list(self.core.sources):
             self.core.drop_source(src)
         self.snapshots = None
 
-    async def on_partitions_assigned(self, assigned) -> None:
+    async def assigned(self, assigned, gen: int) -> None:
         for src in list(self.core.sources):
             self.core.drop_source(src)
         self.snapshots = None
-        self.generation += 1
-        self.paused = False
-        log.info("partitions assigned: %s", sorted(map(str, assigned)))
         # rebuild every assigned source now, before the first fetch (so that restoring is not
-        # counted in any event's arrival → learned latency); ``ensure`` is the lazy fallback
-        gen = self.generation
-        try:
-            for tp in assigned:
-                if gen != self.generation:
-                    return
-                await self.ensure(tp.topic, tp.partition, gen)
-        except SnapshotError as exc:  # a snapshot that cannot be loaded stops the worker
-            self.fatal = exc
-            self.stop.set()
-        except Exception:  # noqa: BLE001 - e.g. the model topic is slow: restore lazily instead
-            log.exception("restoring the assigned sources failed; restoring on first use")
-        finally:
-            if gen == self.generation:
-                self.ready.set()
+        # counted in any event's arrival → learned latency); ``ensure`` is the lazy fallback.
+        # A snapshot that cannot be loaded (SnapshotError) stops the worker (ConsumerLoop.fatal_errors).
+        for tp in assigned:
+            if gen != self.generation:
+                return
+            await self.ensure(tp.topic, tp.partition, gen)
 
     # ------------------------------------------------------------------ sources
     async def ensure(self, topic: str, partition: int, generation: int):
@@ -137,9 +121,7 @@ class LearnerLoop:
             st.force = False
             st.last_snapshot = core.clock()
             return
-        task = asyncio.ensure_future(self.deliver(st, records, acks, versions))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.spawn(self.deliver(st, records, acks, versions))
 
     async def deliver(self, st: SourceState, records, acks, versions) -> None:
         from aiokafka.structs import TopicPartition
@@ -160,12 +142,8 @@ class LearnerLoop:
         for tok in acks:
             tok.ack()
         covered = min((n for _, n in versions.values()), default=None)
-        if covered is None:
-            return
-        try:
-            await asyncio.wait_for(self.consumer.commit({TopicPartition(st.topic, st.partition): covered}), 15)
-        except Exception as exc:  # noqa: BLE001 - not committing is always safe (replay is skipped)
-            log.info("commit of %s@%d skipped: %r", st.source, covered, exc)
+        if covered is not None:
+            await self.commit(TopicPartition(st.topic, st.partition), covered)
 
     async def final_snapshots(self) -> None:
         """On shutdown: publish what was learned since the last snapshot (a restart then skips it)."""
@@ -177,50 +155,15 @@ class LearnerLoop:
         if pending:
             await asyncio.wait(pending, timeout=30)
 
-    # ------------------------------------------------------------------ the batch loop
-    async def fetch(self) -> tuple[int, dict]:
-        """One micro-batch: ``(generation, {tp: [(offset, value, None, arrived, key)]})``.
+    async def stopping(self) -> None:
+        await self.final_snapshots()
 
-        ``arrived`` is the ``perf_counter`` time at which ``getmany`` handed the message over.
-        """
-        s = self.settings
-        limit = int(s.batch_max_events)
-        window = float(s.batch_max_ms) / 1000.0
-        if not self.ready.is_set():  # records the client prefetched meanwhile wait in its buffer
-            try:
-                await asyncio.wait_for(self.ready.wait(), 0.2)
-            except asyncio.TimeoutError:
-                return self.generation, {}
-        gen = self.generation
-        out: dict = {}
-        n, deadline = 0, None
-        while n < limit and not self.stop.is_set():
-            now = time.perf_counter()
-            wait_ms = 200 if deadline is None else max(0, int((deadline - now) * 1000))
-            got = await self.consumer.getmany(timeout_ms=wait_ms, max_records=limit - n)
-            now = time.perf_counter()
-            for tp, msgs in got.items():
-                out.setdefault(tp, []).extend((m.offset, m.value, None, now, m.key) for m in msgs)
-                n += len(msgs)
-            if deadline is None:
-                if n == 0:
-                    break
-                deadline = now + window
-            if now >= deadline:
-                break
-        return gen, out
-
-    def dead_letter_bytes(self, dl: dict, key) -> bytes:
-        """A dead-letter record cut until it fits the dead-letter topic (stream.publish)."""
-        from stream.publish import fit_dead_letter
-
-        return fit_dead_letter(dl, self.limits.value_limit(self.settings.topic_dead_letters, key))
-
+    # ------------------------------------------------------------------ the batch
     async def handle(self, gen: int, batch: dict) -> None:
         core = self.core
         for tp, recs in batch.items():
             if self.paused or gen != self.generation:
-                return  # rebalanced meanwhile: the new owner (maybe us) re-reads from the commit
+                return  # rebalanced meanwhile: the new assignment starts at the commit (re-reads these)
             st = await self.ensure(tp.topic, tp.partition, gen)
             if st is None or gen != self.generation:
                 return
@@ -231,127 +174,42 @@ class LearnerLoop:
                 await self.producer.send(self.settings.topic_dead_letters, key=key, value=self.dead_letter_bytes(dl, key))
             self.publish(st)
 
-    async def tick(self) -> None:
-        while not self.stop.is_set():
-            await asyncio.sleep(0.25)
-            for st in list(self.core.sources.values()):
-                self.publish(st)
+    # ------------------------------------------------------------------ beside the loop
+    async def every_tick(self) -> None:
+        for st in list(self.core.sources.values()):
+            self.publish(st)
 
-    async def gauges(self) -> None:
-        from aiokafka.structs import TopicPartition
-
+    async def every_second(self) -> None:
         core = self.core
-        while not self.stop.is_set():
-            await asyncio.sleep(1.0)
-            core.update_gauges()
-            for rec in core.monitor.drain():  # model-drift alarms (stream.monitor) go to the drift topic
-                try:
-                    await self.producer.send(self.settings.topic_drift, key=rec["model"].encode(),
-                                             value=orjson.dumps(rec))
-                except Exception:  # noqa: BLE001 - the alarm is counted in prefstream_drift_total either way
-                    log.exception("publishing a drift record of %s failed", rec["model"])
-            for st in list(core.sources.values()):
-                try:
-                    hw = self.consumer.highwater(TopicPartition(st.topic, st.partition))
-                except Exception:  # noqa: BLE001
-                    hw = None
-                if hw is not None:
-                    core.metrics.consumer_lag.labels(topic=st.topic, partition=str(st.partition)).set(
-                        max(hw - st.next_offset, 0))
+        core.update_gauges()
+        for rec in core.monitor.drain():  # model-drift alarms (stream.monitor) go to the drift topic
+            try:
+                await self.producer.send(self.settings.topic_drift, key=rec["model"].encode(), value=orjson.dumps(rec))
+            except Exception:  # noqa: BLE001 - the alarm is counted in prefstream_drift_total either way
+                log.exception("publishing a drift record of %s failed", rec["model"])
 
-    async def run(self) -> int:
-        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-        from aiokafka.abc import ConsumerRebalanceListener
-        from aiokafka.errors import KafkaError
-
-        from stream.broker import BrokerError
-
-        from stream.app import TopicFollower, aiokafka_options, env_int
+    async def starting(self) -> None:
+        from stream.app import TopicFollower
 
         s, core = self.settings, self.core
-        loop = asyncio.get_running_loop()
-        core.loop = loop
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.add_signal_handler(sig, self.stop.set)
-            except (NotImplementedError, RuntimeError):
-                pass
-        from stream.codecs import require_codecs
-        from stream.publish import OutputLimits
-
-        require_codecs()  # refuse to start (one line) rather than crash on the first compressed batch
-        self.limits = OutputLimits(s)
-        opts = aiokafka_options(s)
-        opts["client_id"] = f"{s.client_id}-learner"
-        self.producer = AIOKafkaProducer(acks="all", linger_ms=5, max_request_size=int(s.max_snapshot_bytes) + 65_536,
-                                         compression_type=None if s.compression_type == "none" else s.compression_type,
-                                         **opts)
-        try:
-            await self.producer.start()
-        except KafkaError as exc:  # broker gone since the CLI's check: close the producer, one line, no traceback
-            await self.producer.stop()
-            raise BrokerError(f"No Kafka broker answered at {s.bootstrap_servers}: {exc!r}.") from None
+        core.loop = asyncio.get_running_loop()
 
         def on_item(key, value, partition, offset):
-            core.items_live_from = items.start_ends  # bad records there at start were dead-lettered before
+            core.items_live_from = self.items.start_ends  # bad records there at start were dead-lettered before
             dl = core.on_item(key, value, partition, offset)
             if dl is not None:
-                task = asyncio.ensure_future(self.producer.send_and_wait(s.topic_dead_letters, key=key,
-                                                                         value=self.dead_letter_bytes(dl, key)))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                self.spawn(self.producer.send_and_wait(s.topic_dead_letters, key=key,
+                                                       value=self.dead_letter_bytes(dl, key)))
 
-        items = TopicFollower(s, s.topic_items, on_item, name="items")
-        items_task = asyncio.ensure_future(items.run())
-        while not items.caught_up.is_set() and not self.stop.is_set():
+        self.items = TopicFollower(s, s.topic_items, on_item, name="items", metrics=core.metrics)
+        self._items_task = asyncio.ensure_future(self.items.run())
+        while not self.items.caught_up.is_set() and not self.stop.is_set():
             await asyncio.sleep(0.05)
-        session_ms = int(env_int("PREFSTREAM_BROKER_SESSION_TIMEOUT_S", 10) * 1000)
-        self.consumer = AIOKafkaConsumer(
-            group_id=s.consumer_group, enable_auto_commit=False, auto_offset_reset="earliest",
-            session_timeout_ms=session_ms, heartbeat_interval_ms=max(session_ms // 5, 500),
-            max_poll_records=int(s.batch_max_events), max_partition_fetch_bytes=max(1_048_576, 2 * int(s.max_message_bytes)),
-            **opts)
-        outer = self
 
-        class Listener(ConsumerRebalanceListener):
-            async def on_partitions_revoked(self, revoked):
-                await outer.on_partitions_revoked(revoked)
-
-            async def on_partitions_assigned(self, assigned):
-                await outer.on_partitions_assigned(assigned)
-
-        self.consumer.subscribe([s.topic_preferences, s.topic_clicks], listener=Listener())
-        try:
-            await self.consumer.start()
-        except KafkaError as exc:
-            items.stop()
-            items_task.cancel()
-            await self.consumer.stop()
-            await self.producer.stop()
-            raise BrokerError(f"No Kafka broker answered at {s.bootstrap_servers}: {exc!r}.") from None
-        helpers = [asyncio.ensure_future(self.tick()), asyncio.ensure_future(self.gauges())]
-        # "Ready" is what scripts and tests wait for (as with the Faust workers)
-        print(f"[prefstream learner] Ready: group {s.consumer_group}, models {core.models}", file=sys.stderr, flush=True)
-        try:
-            while not self.stop.is_set():
-                gen, batch = await self.fetch()
-                if batch:
-                    await self.handle(gen, batch)
-            if not self.paused and self.fatal is None:
-                await self.final_snapshots()
-        finally:
-            for t in helpers:
-                t.cancel()
-            items.stop()
-            items_task.cancel()
-            pending = [t for t in self.tasks if not t.done()]
-            if pending:
-                await asyncio.wait(pending, timeout=10)
-            await self.consumer.stop()
-            await self.producer.stop()
-        if self.fatal is not None:
-            raise self.fatal
-        return 0
+    async def closing(self) -> None:
+        if self.items is not None:
+            self.items.stop()
+            self._items_task.cancel()
 
 
 def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: str | None = None) -> int:
