@@ -59,7 +59,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench.chaos_faults import FAULT_KINDS, Fault, OwnBroker, corrupt_batch, schedule  # noqa: E402
+from bench.chaos_faults import FAULT_KINDS, Fault, OwnBroker, corrupt_batch, overlap, schedule  # noqa: E402
 from bench.worker_run import RUN_TOPIC_KINDS, create_run_topics, delete_topics, metrics_text  # noqa: E402
 from stream.demo.workers import Workers, free_port  # noqa: E402
 
@@ -113,6 +113,7 @@ class Monitor(threading.Thread):
         self.max_stall = 0.0
         self.max_stall_at: tuple | None = None
         self.broker_down = False
+        self.down: list[tuple[float, float]] = []  # broker outages (start, end)
         self.faults: list[Fault] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -150,11 +151,18 @@ class Monitor(threading.Thread):
 
         return of(self.group), of(egroup)
 
+    def broker_stopping(self) -> None:
+        with self.lock:
+            self.broker_down = True
+            self.down.append((self.now(), float("inf")))
+
     def broker_back(self) -> None:
-        """The stall clocks restart when the broker is back (an outage is not a consumer stall)."""
+        """The stall clocks restart when the broker is back (an outage is not a consumer stall);
+        recoveries of other faults do not count the outage either."""
         now = self.now()
         with self.lock:
             self.broker_down = False
+            self.down[-1] = (self.down[-1][0], now)
             self.last_move = [max(t, now) for t in self.last_move]
 
     def run(self) -> None:
@@ -207,6 +215,7 @@ class Monitor(threading.Thread):
                          for p in range(self.partitions))
             if ok:
                 f.recovered_at = now
+                f.paused_s = overlap(self.down, f.t_ref, now)
 
 
 def read_snapshots(topic: str, opts: dict, models: list[str]) -> dict[str, tuple[int, int, dict]]:
@@ -352,7 +361,7 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
                 f.detail["started"] = start_learner()
                 f.t_ref = mon.now()
             elif kind == "broker_outage":
-                mon.broker_down = True
+                mon.broker_stopping()
                 broker.stop()
                 time.sleep(outage_s)
                 broker.start()

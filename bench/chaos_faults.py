@@ -161,10 +161,22 @@ class Fault:
     detail: dict = field(default_factory=dict)
     t_ref: float | None = None  # recovery is measured from here (the fault's end: broker back, worker restarted)
     recovered_at: float | None = None
+    paused_s: float = 0.0  # broker downtime (another fault) inside [t_ref, recovered_at]: not counted
 
     @property
     def recover_s(self) -> float | None:
-        return None if self.recovered_at is None else max(0.0, self.recovered_at - (self.t_ref or self.t))
+        if self.recovered_at is None:
+            return None
+        return max(0.0, self.recovered_at - (self.t_ref or self.t) - self.paused_s)
+
+
+def overlap(intervals, lo: float, hi: float) -> float:
+    """Total length of ``intervals`` (``(start, end)`` pairs) inside ``[lo, hi]``.
+
+    >>> overlap([(0, 5), (8, 12)], 3, 10)
+    4
+    """
+    return sum(max(0, min(b, hi) - max(a, lo)) for a, b in intervals)
 
 
 def schedule(seed: int, duration_s: float, kinds=FAULT_KINDS, max_faults: int | None = None,
