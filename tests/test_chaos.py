@@ -89,12 +89,14 @@ def chaos_run(own_broker, tmp_path_factory):
 
 
 @pytest.mark.kafka
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 @needs_data("pokemon")
 def test_short_chaos_run_is_exactly_once_and_recovers_from_every_fault(chaos_run):
     r = chaos_run
     info = "\n".join([f"learned {r['learned']} of {r['events']}; lost {r['lost']}, duplicated {r['duplicated']}, "
                       f"corrupted {r['corrupted']}; worst stall {r['max_stall_s']} s at {r['max_stall_at']}; "
+                      f"corrupt batches met (learners/explainer): {r['corrupt_met']}; "
                       f"exit codes {r['exit_codes']}; worker logs {r['log_dir']}"] + [str(f) for f in r["fault_table"]])
     assert r["events"] == 60_000 and r["failed_sends"] == 0
     assert r["fault_kinds"] == [k for _, k, _ in schedule(SEED, 60, max_faults=5)]
