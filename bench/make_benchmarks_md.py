@@ -30,6 +30,7 @@ ORDER = [
     ("explanation_drift", "Explanation drift alarms on a Pokémon stream whose preference changes", "bench/explanation_drift.py"),
     ("explanation_drift_workers", "Explanation drift through the real workers and the broker", "bench/explanation_drift.py --workers"),
     ("soak", "Soak: 10^6 events through a learner worker, RSS and exactness", "bench/soak.py"),
+    ("chaos", "Seeded chaos: learners killed/added, broker outages, explainer kills, corrupt batches", "bench/chaos.py"),
 ]
 
 

@@ -31,11 +31,14 @@ def delete_topics(opts: dict, names) -> None:
 RUN_TOPIC_KINDS = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters")
 
 
-def create_run_topics(prefix: str, bootstrap: str, partitions: int = 1) -> tuple[dict, dict, str]:
+def create_run_topics(prefix: str, bootstrap: str, partitions: int = 1, kinds=RUN_TOPIC_KINDS,
+                      preferences_config: dict | None = None) -> tuple[dict, dict, str]:
     """Fresh topics ``<prefix>.<kind>.<run id>`` for one benchmark run.
 
     The models topic is compacted with an 8 MiB message limit, the items topic compacted, the
-    preferences topic has ``partitions`` partitions, the others one.
+    preferences topic has ``partitions`` partitions (and ``preferences_config``, e.g. a small
+    ``segment.bytes``), the others one. ``kinds``: the topic kinds (``RUN_TOPIC_KINDS``; add
+    ``"drift"`` when an explainer runs).
 
     Returns
     -------
@@ -47,10 +50,11 @@ def create_run_topics(prefix: str, bootstrap: str, partitions: int = 1) -> tuple
     from stream.broker import TopicSpec, create_topics
 
     u = uuid.uuid4().hex[:8]
-    topics = {k: f"{prefix}.{k}.{u}" for k in RUN_TOPIC_KINDS}
+    topics = {k: f"{prefix}.{k}.{u}" for k in kinds}
     specs = {v: TopicSpec(partitions if k == "preferences" else 1,
                           {"cleanup.policy": "compact", "max.message.bytes": "8388608"} if k == "models" else
-                          ({"cleanup.policy": "compact"} if k == "items" else {}))
+                          ({"cleanup.policy": "compact"} if k == "items" else
+                           dict(preferences_config or {}) if k == "preferences" else {}))
              for k, v in topics.items()}
     opts = {"bootstrap_servers": bootstrap}
     create_topics(None, specs, client_options=opts)

@@ -18,6 +18,8 @@ kafka_bootstrap : str (session)
 kafka_options : dict (session)
     kafka-python keyword arguments for that broker (bootstrap + ``PREFSTREAM_*`` security
     options): ``KafkaProducer(**kafka_options)``.
+skip_or_fail(msg), require_module(name) : functions
+    A missing tool or pinned package skips locally and FAILS under ``CI=true``.
 unique_topic : callable (function)
     ``unique_topic(prefix="t", partitions=1, config=None) -> str`` creates a fresh topic whose
     name no other test uses, waits until it has a leader, and deletes it after the test.
@@ -56,6 +58,24 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+def skip_or_fail(msg: str) -> None:
+    """Skip with ``msg`` locally; under ``CI=true`` FAIL instead (.ci/run installs every tool and
+    pinned package, so a missing one there is a broken CI, not a reason to skip)."""
+    if _truthy(os.environ.get("CI")):
+        pytest.fail(msg + " (CI=true: .ci/run provides it, so this must not skip)", pytrace=False)
+    pytest.skip(msg)
+
+
+def require_module(name: str, why: str = "a pinned dependency in requirements.txt"):
+    """``pytest.importorskip`` that fails under ``CI=true`` (see :func:`skip_or_fail`)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        skip_or_fail(f"cannot import {name!r} ({why}): {exc}")
 
 
 def data_root() -> Path:

@@ -156,6 +156,25 @@ def test_fast_click_check_accepts_only_what_jsonschema_accepts(shown, clicked, w
         assert validator("click_session").is_valid(doc), doc
 
 
+@pytest.mark.parametrize("shown,clicked,weight", [
+    ([{"id": "a"}], [], None),
+    ([{"id": "a"}, {"id": "b"}], ["a"], None),
+    ([{"id": "a", "position": 1, "propensity": 0.5}, {"id": "b", "position": 2, "propensity": 1}], ["b"], 2.5),
+    ([{"id": "a", "features": {"x": 1.5}}, {"id": "c", "features": {"x": -2}, "position": 12}], ["a", "c"], 1),
+    ([{"id": "a"}, {"id": "b"}, {"id": "c"}], ["x"], 0.25),   # a clicked id not shown: the schema allows it
+])
+def test_fast_click_check_accepts_valid_sessions(shown, clicked, weight):
+    """The other half of the property above: the fast path accepts valid sessions (it is not
+    ``return False``, which would pass that test and send every session down the slow path)."""
+    from stream.contract import _fast_click_ok
+
+    doc = {"schema_version": 1, "session_id": "s", "timestamp": 1, "shown": shown, "clicked": clicked}
+    if weight is not None:
+        doc["weight"] = weight
+    assert validator("click_session").is_valid(doc), doc
+    assert _fast_click_ok(doc) is True, doc
+
+
 # ---------------------------------------------------------------- off-policy closed forms
 def test_ips_and_snips_closed_forms():
     r = np.array([1.0, 0.0, 1.0, 0.0, 0.0])

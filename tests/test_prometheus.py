@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import skip_or_fail
+
 REPO = Path(__file__).resolve().parents[1]
 PROM_DIR = REPO / "deploy" / "prometheus"
 DASHBOARD = REPO / "deploy" / "grafana" / "prefstream-dashboard.json"
@@ -47,9 +49,7 @@ def _need(binary: str) -> str:
     path = shutil.which(binary)
     if path is None:
         msg = f"{binary} (Debian package prometheus) is not installed (apt-get install -y prometheus; .ci/run does it)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        skip_or_fail(msg)
     return path
 
 
@@ -105,10 +105,7 @@ def _metrics_registry():
 @pytest.mark.prometheus
 def test_prometheus_scrapes_worker_metrics(tmp_path):
     if shutil.which("prometheus") is None:
-        msg = "Debian's prometheus is not installed (apt-get install -y prometheus; .ci/run does it)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        skip_or_fail("Debian's prometheus is not installed (apt-get install -y prometheus; .ci/run does it)")
     from prometheus_client import start_http_server
 
     registry, consumed = _metrics_registry()

@@ -22,7 +22,9 @@ import math
 import numpy as np
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
+from tests.conftest import require_module  # noqa: E402
+
+hypothesis = require_module("hypothesis")
 from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st  # noqa: E402
 
 from stream import registry  # noqa: E402

@@ -18,6 +18,8 @@ import subprocess
 import numpy as np
 import pytest
 
+from tests.conftest import skip_or_fail
+
 pytestmark = [pytest.mark.chromium, pytest.mark.timeout(300)]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -96,8 +98,9 @@ def test_offline_run_covers_every_method(offline_run):
             "distributional-categorical", "pref-shap"} <= methods
 
 
-@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 def test_every_image_of_the_report_loads_in_headless_chromium(offline_run, tmp_path):
+    if not os.path.exists(CHROMIUM):
+        skip_or_fail("Debian's chromium is not installed (apt-get install -y chromium; .ci/run does it)")
     from stream.report import write_report
 
     summary, records = offline_run

@@ -7,8 +7,9 @@ import pytest
 
 from explainers.exceptions import InvalidInputError
 from explainers.sharp import SharpExplainer, strata_summary
+from tests.conftest import require_module
 
-pytest.importorskip("matplotlib")
+require_module("matplotlib")
 from explainers.sharp_plots import pairwise_bars, strata_boxplot, waterfall  # noqa: E402
 
 X = np.random.default_rng(0).random((60, 3))

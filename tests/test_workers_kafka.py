@@ -171,6 +171,26 @@ class Stack:
             time.sleep(poll)
         pytest.fail(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})\n{self.log_text()}")
 
+    def assignment(self, k: int, topic_key: str = "preferences") -> set | None:
+        """Partitions of ``topic_key`` worker ``k`` holds per its log (None while revoked, before the first)."""
+        import re
+
+        held = None
+        topic = self.topics[topic_key]
+        for line in self.logs[k].read_text().splitlines():
+            if "partitions revoked" in line:
+                held = None
+            elif "partitions assigned:" in line:
+                held = {int(p) for t, p in re.findall(r"topic='([^']+)', partition=(\d+)", line) if t == topic}
+        return held
+
+    def settled(self, ks, n_partitions: int, topic_key: str = "preferences") -> bool:
+        """Workers ``ks`` each hold a non-empty, disjoint share that covers every partition."""
+        held = [self.assignment(k, topic_key) for k in ks]
+        if any(not h for h in held):
+            return False
+        return sum(map(len, held)) == n_partitions and set().union(*held) == set(range(n_partitions))
+
     def close(self) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -230,9 +250,22 @@ def test_round_trip_learner_to_explainer_with_additivity_and_metrics(stack):
     stack.send("preferences", events[250:])
     stack.wait(lambda: stack.totals()[0] == 300 or None, 60, "300 learned events")
 
+    # every sampled event is either explained or skipped: wait until all 300 are accounted for
+    def explainer_counts():
+        try:
+            text = scrape(eport)
+        except OSError:
+            return None
+        done = metric_value(text, "prefstream_explanations_total", method="linear-shapley")
+        skipped = metric_value(text, "prefstream_explanations_skipped_total")
+        return (done, skipped) if done + skipped == 300 else None
+
+    explained, _ = stack.wait(explainer_counts, 90, "300 sampled events explained or skipped")
     # sampled events get explained; every record is additive and explains x_left − x_right
     sent = {eid: json.loads(v) for eid, v in events}
-    recs = stack.wait(lambda: [json.loads(v) for _, v in stack.read("explanations")] or None, 60, "explanations")
+    recs = stack.wait(lambda: (lambda got: got if len(got) >= explained else None)(
+        [json.loads(v) for _, v in stack.read("explanations")]), 60, f"{explained:g} explanation records")
+    assert len(recs) == explained and len({r["request_id"] for r in recs}) == len(recs)
     assert {r["method"] for r in recs} == {"linear-shapley"}
     for r in recs:
         assert r["model_name"] == "linear-bt" and r["model_version"] >= 1
@@ -241,14 +274,16 @@ def test_round_trip_learner_to_explainer_with_additivity_and_metrics(stack):
         d = [ev["left"]["features"][f] - ev["right"]["features"][f] for f in r["feature_names"]]
         np.testing.assert_allclose(r["data"], d, rtol=0, atol=1e-12)
 
-    # an explain request once every snapshot is final: prediction = margin of the merged model
-    time.sleep(1.0)
+    # an explain request once every snapshot is final (all 300 learned: no further snapshot) and
+    # loaded by the explainer: prediction = margin of the merged model
     snaps = {k: s for k, s in stack.snapshots().items() if k.startswith("linear-bt@")}
     merged = None
     for s in snaps.values():
         lr = LinearBT.from_state(split_stream_meta(s["state"])[0])
         merged = lr if merged is None else merged.__iadd__(lr)
     version = sum(s["version"] for s in snaps.values())
+    stack.wait(lambda: metric_value(scrape(eport), "prefstream_model_version", model="linear-bt") == version or None,
+               60, f"the explainer to load model version {version}")
     xl, xr = {"a": 1.0, "b": 0.5, "c": -1.0}, {"a": -0.5, "b": 1.0, "c": 2.0}
     req = {"request_id": "req-1", "model": "linear-bt", "method": "linear-shapley", "left": xl, "right": {"features": xr}}
     stack.send("explain_requests", [("req-1", json.dumps(req).encode())])
@@ -280,8 +315,10 @@ def test_round_trip_learner_to_explainer_with_additivity_and_metrics(stack):
     # every assigned partition (restored at assignment) reports its lag: 3 preference + 3 click partitions
     lag_lines = [ln for ln in ltext.splitlines() if ln.startswith("prefstream_consumer_lag{")]
     assert len(lag_lines) == 6 and all(float(ln.rsplit(" ", 1)[1]) == 0.0 for ln in lag_lines)
-    assert metric_value(etext, "prefstream_explanations_total", method="linear-shapley") >= len(recs)
-    assert metric_value(etext, "prefstream_explanations_skipped_total", reason="no_model") + len(recs) >= 250
+    # exact: every sampled event explained or skipped for want of a model, plus the one request
+    assert metric_value(etext, "prefstream_explanations_total", method="linear-shapley") == len(recs) + 1
+    assert metric_value(etext, "prefstream_explanations_skipped_total", reason="no_model") + len(recs) == 300
+    assert metric_value(etext, "prefstream_explanations_skipped_total") == 300 - len(recs)
 
 
 # --------------------------------------------------------------------------- dead letters
@@ -382,7 +419,8 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_learns_nothing_twice(
     stream = events[:1000] + dups[:20] + bad[:10] + events[1000:] + dups[20:] + bad[10:]
     valid_ids = [e for e, _ in events]
 
-    w1 = stack.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50", **batch)
+    port1 = free_port()
+    w1 = stack.start("learn", "--metrics-port", str(port1), PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50", **batch)
 
     def produce():  # ~8 s of stream: the batched worker keeps up, so the kill lands mid-stream
         for k in range(0, len(stream), 100):
@@ -391,24 +429,32 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_learns_nothing_twice(
 
     t = threading.Thread(target=produce)
     t.start()
-    at_kill = stack.wait(lambda: (lambda n: n if n >= 300 else None)(stack.totals()[0]), 90, "first snapshots")
+    def snapshotted():  # the worker's own gauges (cheap to poll, so the kill lands early in the stream):
+        try:             # ≥ 300 learned and snapshots delivered (Σ versions ≥ 3)
+            text = scrape(port1)
+        except OSError:
+            return None
+        return (metric_value(text, "prefstream_events_learned_total", model="linear-bt") >= 300
+                and metric_value(text, "prefstream_model_version", model="linear-bt") >= 3) or None
+
+    stack.wait(snapshotted, 90, "300 learned events and delivered snapshots", poll=0.05)
     w1.send_signal(signal.SIGKILL)
     w1.wait(10)
     t.join(60)
-    time.sleep(0.5)
-    snap_at_kill = stack.totals()[0]
+    snap_at_kill = stack.totals()[0]  # the killed worker publishes nothing more
     assert snap_at_kill < N, "the worker finished before the kill; the test would prove nothing"
 
     port = free_port()
-    stack.start("learn", "--metrics-port", str(port), PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50", **batch)
+    w2 = stack.start("learn", "--metrics-port", str(port), PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50", **batch)
     stack.wait(lambda: stack.totals()[0] >= N or None, 120, f"{N} learned events after the restart")
-    time.sleep(1.5)  # any double learning would show up as a further snapshot with a larger count
-    n, d = stack.totals()
-    assert at_kill >= 300
-    assert n == N, f"lost or duplicated: {n} learned vs {N} valid events"
-    assert d == expected_digest(valid_ids), "learned event-id set differs from the valid event ids"
     # the restarted worker learned exactly what the snapshots at the kill did not hold
     relearned = metric_value(scrape(port), "prefstream_events_learned_total", model="linear-bt")
+    w2.send_signal(signal.SIGTERM)  # final snapshots, committed: any double learning would show now
+    assert w2.wait(60) == 0, stack.log_text()
+    n, d = stack.totals()
+    assert snap_at_kill > 0, "no snapshot before the kill: the restart restored nothing"
+    assert n == N, f"lost or duplicated: {n} learned vs {N} valid events"
+    assert d == expected_digest(valid_ids), "learned event-id set differs from the valid event ids"
     assert relearned == N - snap_at_kill
     dls = stack.read("dead_letters")
     assert 20 <= len(dls), "bad messages must be dead-lettered (at least once across the restart)"
@@ -421,20 +467,31 @@ def test_two_workers_in_one_group_split_partitions_and_learn_every_event_once(ka
         ports = [free_port(), free_port()]
         s.start("learn", "--metrics-port", str(ports[0]))
         s.start("learn", "--metrics-port", str(ports[1]))
-        s.wait(lambda: all("Ready" in p.read_text() for p in s.logs) or None, 60, "both workers ready")
-        time.sleep(4.0)  # let the second join's rebalance settle
+        # the second join's rebalance has settled once both hold a disjoint, covering share
+        s.wait(lambda: s.settled([0, 1], 4) or None, 60, "both workers assigned two partitions each")
         rng = np.random.default_rng(4)
         events = [pref_event(i, rng) for i in range(2000)]
         s.send("preferences", events)
-        s.wait(lambda: s.totals()[0] >= 2000 or None, 90, "2000 learned events")
-        time.sleep(1.0)
+
+        def learned():
+            try:
+                return [metric_value(scrape(p), "prefstream_events_learned_total", model="linear-bt") for p in ports]
+            except OSError:
+                return None
+
+        got = s.wait(lambda: (lambda x: x if x and sum(x) >= 2000 else None)(learned()), 90, "2000 learned events")
+        # exact: no rebalance after the settled one, so each event is learned by one worker, once
+        assert sum(got) == 2000 and all(x > 0 for x in got), f"per-worker learned counts: {got}"
+        assert s.settled([0, 1], 4), "a rebalance happened mid-test"
+        # SIGTERM publishes and commits final snapshots: the topic then holds the final state
+        for p in s.procs:
+            p.send_signal(signal.SIGTERM)
+        for p in s.procs:
+            assert p.wait(60) == 0, s.log_text()
         n, d = s.totals()
         assert n == 2000 and d == expected_digest(e for e, _ in events)
         sources = {k.split("@", 1)[1] for k in s.snapshots() if k.startswith("linear-bt@")}
         assert sources == {f"{s.topics['preferences']}:{p}" for p in range(4)}
-        learned = [metric_value(scrape(p), "prefstream_events_learned_total", model="linear-bt") for p in ports]
-        assert all(x > 0 for x in learned), f"one worker learned nothing: {learned}"
-        assert sum(learned) >= 2000
     finally:
         s.close()
 
@@ -485,25 +542,45 @@ def test_sigkill_one_of_two_workers_the_survivor_takes_over_exactly_once(kafka_b
     s = Stack(kafka_bootstrap, kafka_options, tmp_path, partitions=4)
     try:
         a = s.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
-        s.start("learn", PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
-        s.wait(lambda: all("Ready" in p.read_text() for p in s.logs) or None, 60, "both workers ready")
+        port = free_port()
+        s.start("learn", "--metrics-port", str(port), PREFSTREAM_SNAPSHOT_EVERY_EVENTS="50")
+        s.wait(lambda: s.settled([0, 1], 4) or None, 60, "both workers assigned two partitions each")
         rng = np.random.default_rng(6)
         events = [pref_event(i, rng) for i in range(2400)]
+        N = len(events)
 
-        def produce():
+        def produce():  # ~5 s of stream: the kill lands while it flows
             for k in range(0, len(events), 100):
                 s.send("preferences", events[k:k + 100])
-                time.sleep(0.05)
+                time.sleep(0.2)
 
         t = threading.Thread(target=produce)
         t.start()
         s.wait(lambda: s.totals()[0] >= 400 or None, 90, "first snapshots")
+        held = s.assignment(0)
         a.send_signal(signal.SIGKILL)
         a.wait(10)
+        # read now: the survivor takes the killed worker's partitions only after the session timeout
+        at_kill = {k.split("@", 1)[1]: snap["training_count"] for k, snap in s.snapshots().items()
+                   if k.startswith("linear-bt@")}
         t.join(60)
-        s.wait(lambda: s.totals()[0] >= 2400 or None, 120, "2400 learned events after the failover")
-        time.sleep(1.5)
+        # the killed worker held partitions (and, checked below, had not learned them all): a real failover
+        assert held, f"the killed worker held no partition:\n{s.log_text()}"
+        theirs = {f"{s.topics['preferences']}:{p}" for p in held}
+        s.wait(lambda: s.assignment(1) == set(range(4)) or None, 120, "the survivor to take every partition")
+        s.wait(lambda: s.totals()[0] >= N or None, 120, f"{N} learned events after the failover")
+        learned_by_survivor = metric_value(scrape(port), "prefstream_events_learned_total", model="linear-bt")
+        b = s.procs[1]
+        b.send_signal(signal.SIGTERM)  # final snapshots, committed: any double learning would show now
+        assert b.wait(60) == 0, s.log_text()
         n, d = s.totals()
-        assert n == 2400 and d == expected_digest(e for e, _ in events)
+        assert n == N and d == expected_digest(e for e, _ in events)
+        final = {k.split("@", 1)[1]: snap["training_count"] for k, snap in s.snapshots().items()
+                 if k.startswith("linear-bt@")}
+        kept = sum(at_kill.get(src, 0) for src in theirs)
+        # the kill landed mid-stream on the killed worker's own partitions ...
+        assert kept < sum(final[src] for src in theirs), "the killed worker had learned all its partitions"
+        # ... and the survivor learned exactly what their snapshots at the kill did not hold, plus its own
+        assert learned_by_survivor == N - kept
     finally:
         s.close()

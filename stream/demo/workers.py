@@ -50,7 +50,10 @@ class Workers:
         self.procs: dict[str, subprocess.Popen] = {}
         self._files = []
 
-    def start(self, role: str, config: Path, port: int, extra: list[str] | None = None) -> subprocess.Popen:
+    def start(self, role: str, config: Path, port: int, extra: list[str] | None = None,
+              name: str | None = None) -> subprocess.Popen:
+        """Start ``python -m stream worker <role>``; ``name`` (default ``role``) keys it and names its log."""
+        name = name or role
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         # one BLAS/torch thread per worker: the learner's refit thread, the learner's event loop
@@ -61,13 +64,13 @@ class Workers:
             if k.startswith("PREFSTREAM_") and k not in ("PREFSTREAM_CONFIG", "PREFSTREAM_CACHE", "PREFSTREAM_DATA_DIR",
                                                          "PREFSTREAM_BROKER_SESSION_TIMEOUT_S"):
                 env.pop(k)
-        fh = open(self.log_dir / f"{role}.log", "w", encoding="utf-8")
+        fh = open(self.log_dir / f"{name}.log", "w", encoding="utf-8")
         self._files.append(fh)
         cmd = [sys.executable, "-m", "stream", "worker", role, "--config", str(config),
                "--metrics-port", str(port), *(extra or [])]
         p = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=fh, stderr=subprocess.STDOUT,
                              start_new_session=True)
-        self.procs[role] = p
+        self.procs[name] = p
         return p
 
     def check_alive(self) -> None:
