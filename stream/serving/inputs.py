@@ -43,6 +43,9 @@ def _vector(feats: dict, names: Sequence[str], where: str, what: str = "features
 
 def context_vector(context: dict | None, names: Sequence[str]) -> np.ndarray | None:
     """The request's context in ``names`` order, or None for a context-free model."""
+    if context:
+        keys = list(context)
+        check_bounds(np.fromiter(context.values(), dtype=np.float64, count=len(keys)), lambda i: f"context.{keys[i[0]]}")
     if not names:
         return None
     if context is None:
