@@ -12,9 +12,11 @@ Examples
 >>> cat = CatalogMatrix()
 >>> cat.upsert({"item_id": "a", "features": {"x": 1.0, "y": 2.0}})
 >>> cat.upsert({"item_id": "b", "features": {"x": 3.0}})
->>> X, missing, unknown = cat.gather(["b", "a", "zz"], ("x",))
+>>> X, missing, unknown = cat.gather(["b", "a"], ("x",))
 >>> X.tolist(), missing, unknown
-([[3.0], [1.0]], [], ['zz'])
+([[3.0], [1.0]], [], [])
+>>> cat.gather(["b", "zz"], ("x",))[2]
+['zz']
 >>> cat.gather(["a", "b"], ("x", "y"))[1]      # b lacks y
 ['b']
 """

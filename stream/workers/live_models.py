@@ -33,7 +33,7 @@ Examples
 True
 >>> lm.on_snapshot(b"linear-bt@t:0", encode_snapshot("linear-bt", 2, 1, m.state_dict()))   # older: ignored
 False
->>> v = lm.get("linear-bt"); v.version, dict(v.sources), v.training_count
+>>> v = lm.get("linear-bt"); v.version, v.source_versions, v.training_count
 (3, {'t:0': 3}, 1)
 >>> lm.on_snapshot(b"linear-bt@t:1", b"not a snapshot")                                   # kept serving v3
 False
