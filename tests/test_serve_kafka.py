@@ -96,7 +96,8 @@ def test_rank_and_compare_agree_with_the_in_process_models(live):
         forms = {"ids": {"ids": ids},
                  "columns": {"columns": {"feature_names": ["c", "a", "b"], "rows": X[:, [2, 0, 1]].tolist(), "ids": ids}},
                  "items": {"items": [{"id": i, "features": dict(zip("abc", x))} for i, x in zip(ids, X.tolist())]}}
-        for form, body in forms.items():
+        # by id three times: computed on the candidates, then from the catalog rows prepared for this version
+        for form, body in [("ids", forms["ids"]), *forms.items(), ("ids (catalog cache)", forms["ids"])]:
             r = srv.client.post("/v1/rank", json={"model": name, **body})
             assert r.status_code == 200, r.text
             out = r.json()

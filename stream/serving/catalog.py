@@ -12,12 +12,12 @@ Examples
 >>> cat = CatalogMatrix()
 >>> cat.upsert({"item_id": "a", "features": {"x": 1.0, "y": 2.0}})
 >>> cat.upsert({"item_id": "b", "features": {"x": 3.0}})
->>> X, missing, unknown = cat.gather(["b", "a"], ("x",))
->>> X.tolist(), missing, unknown
-([[3.0], [1.0]], [], [])
->>> cat.gather(["b", "zz"], ("x",))[2]
+>>> X, rows, missing, unknown = cat.gather(["b", "a"], ("x",))
+>>> X.tolist(), rows.tolist(), missing, unknown
+([[3.0], [1.0]], [1, 0], [], [])
+>>> cat.gather(["b", "zz"], ("x",))[3]
 ['zz']
->>> cat.gather(["a", "b"], ("x", "y"))[1]      # b lacks y
+>>> cat.gather(["a", "b"], ("x", "y"))[2]      # b lacks y
 ['b']
 """
 
@@ -128,13 +128,15 @@ class CatalogMatrix(ItemCatalog):
         return v
 
     # ------------------------------------------------------------------ reading
-    def gather(self, ids: Sequence[str], names: Sequence[str]) -> tuple[np.ndarray, list[str], list[str]]:
+    def gather(self, ids: Sequence[str], names: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
         """Rows of ``ids`` in ``names`` order.
 
         Returns
         -------
         X : ndarray of shape (len(ids), len(names))
             Meaningful only when both lists below are empty.
+        rows : ndarray of int, shape (len(ids),)
+            Their row numbers in :meth:`view` (for per-row caches of a model version).
         missing : list of str
             Ids whose item lacks one of ``names``.
         unknown : list of str
@@ -143,14 +145,19 @@ class CatalogMatrix(ItemCatalog):
         v = self._view(tuple(names))
         row = self._row
         idx = [row.get(i, -1) for i in ids]
-        unknown = [i for i, r in zip(ids, idx) if r < 0]
-        if unknown:
-            return np.zeros((0, len(names))), [], unknown
+        if -1 in idx:
+            return np.zeros((0, len(names))), np.zeros(0, dtype=np.intp), [], [i for i, r in zip(ids, idx) if r < 0]
         X, ok = v.X, v.ok
         rows = np.asarray(idx, dtype=np.intp)
         if not ok[rows].all():
-            return X[rows], [i for i, r in zip(ids, idx) if not ok[r]], []
-        return X[rows], [], []
+            return X[rows], rows, [i for i, r in zip(ids, idx) if not ok[r]], []
+        return X[rows], rows, [], []
+
+    def view(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, ok)``: every row in ``names`` order, shape (capacity, len(names)), and the rows holding an item
+        with all of ``names`` (the others are zeros). Valid until the next change (:attr:`version`)."""
+        v = self._view(tuple(names))
+        return v.X, v.ok
 
     def frozen(self) -> ItemCatalog:
         """A read-only copy for another thread (explainers iterate it), made once per catalog version."""

@@ -59,7 +59,7 @@ def item_vector(ref, names: Sequence[str], catalog, where: str) -> np.ndarray:
         return _vector(ref.features, names, f"{where}.features")
     if ref.id is None:
         raise APIError(422, "malformed", f"{where} needs an 'id' or 'features'.", field=where)
-    X, missing, unknown = catalog.gather([ref.id], names)
+    X, _, missing, unknown = catalog.gather([ref.id], names)
     if unknown:
         raise APIError(404, "unknown_item", f"Item {ref.id!r} is not in the item catalog ({len(catalog)} items).",
                        field=f"{where}.id")
@@ -68,8 +68,9 @@ def item_vector(ref, names: Sequence[str], catalog, where: str) -> np.ndarray:
     return X[0]
 
 
-def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list[str], np.ndarray]:
-    """``(ids, X)`` of a :class:`~stream.serving.datamodels.RankRequest`, X of shape (n, len(names)).
+def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """``(ids, X, rows)`` of a :class:`~stream.serving.datamodels.RankRequest`: X of shape (n, len(names)),
+    ``rows`` the catalog rows of candidates given by id (None for inline candidates).
 
     Raises
     ------
@@ -88,7 +89,7 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
                        field=form)
     if form == "ids":
         ids = req.ids
-        X, missing, unknown = catalog.gather(ids, names)
+        X, rows, missing, unknown = catalog.gather(ids, names)
         if unknown:
             i = ids.index(unknown[0])
             raise APIError(404, "unknown_item", f"{len(unknown)} id(s) not in the item catalog ({len(catalog)} items), "
@@ -96,7 +97,7 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
         if missing:
             i = ids.index(missing[0])
             _vector(catalog.get(missing[0]), names, f"ids[{i}] (catalog item {missing[0]!r})")
-        return ids, X
+        return ids, X, rows
     if form == "columns":
         cols = req.columns
         pos = {k: j for j, k in enumerate(cols.feature_names)}
@@ -119,10 +120,10 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
         ids = cols.ids if cols.ids is not None else [str(i) for i in range(n)]
         order = [pos[k] for k in names]
         X = T if order == list(range(width)) else T[:, order]
-        return ids, X
+        return ids, X, None
     X = np.empty((n, len(names)))
     ids = []
     for i, ref in enumerate(req.items):
         X[i] = item_vector(ref, names, catalog, f"items[{i}]")
         ids.append(ref.id if ref.id is not None else str(i))
-    return ids, X
+    return ids, X, None

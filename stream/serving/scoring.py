@@ -28,6 +28,10 @@ Rank aggregates (the ``aggregate`` field of a rank response):
     plain RBF blocks (no c² cancellation): two kernel blocks and one n × n product per
     request, no loop over pairs.
 
+Candidates by catalog id reuse per-row work: :meth:`Scorer.prepare_catalog` computes, once per
+model version and catalog version, every item's utility (utility models) or its two RBF blocks
+(GPM), and :meth:`Scorer.rank_catalog` gathers the request's rows from it.
+
 Any other registered learner gets the same mean pairwise probability from one
 ``margin_many`` call on the n² pairs (built with ``np.repeat`` / ``np.tile``, still no Python loop).
 """
@@ -88,6 +92,22 @@ class Scorer(abc.ABC):
             Higher is better.
         """
 
+    def prepare_catalog(self, X: np.ndarray, ok: np.ndarray):
+        """Per-row work on the whole catalog matrix, reused by every request by id (None: nothing to reuse).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_rows, n_features)
+            The catalog view in :attr:`feature_names` order.
+        ok : ndarray of bool, shape (n_rows,)
+            Rows holding a whole item (the others are never gathered).
+        """
+        return None
+
+    def rank_catalog(self, prep, rows: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`rank_scores` of the catalog rows ``rows`` from :meth:`prepare_catalog`'s result."""
+        raise NotImplementedError
+
     def proba(self, XL: np.ndarray, XR: np.ndarray, U: np.ndarray | None = None) -> np.ndarray:
         """P(left ≻ right) per pair, shape (n,): the learner's ``predict_proba_many``."""
         return np.asarray(self.learner.predict_proba_many(XL, XR, U if self.context_names else None), dtype=np.float64)
@@ -103,6 +123,16 @@ class UtilityScorer(Scorer):
         if fn is not None:
             return np.asarray(fn(X), dtype=np.float64)
         return X @ np.asarray(self.learner.weights, dtype=np.float64)
+
+    def prepare_catalog(self, X, ok):
+        """Every catalog item's utility (a rank by id is then a gather)."""
+        out = np.full(X.shape[0], np.nan)
+        if ok.any():
+            out[ok] = self.rank_scores(X[ok])
+        return out
+
+    def rank_catalog(self, prep, rows, u=None):
+        return prep[rows]
 
 
 class GPMScorer(Scorer):
@@ -141,12 +171,14 @@ class GPMScorer(Scorer):
         d2 = ((self._CU - us[None, :]) ** 2).sum(1)
         return self._alpha * np.exp(-0.5 * d2)
 
-    def margins_matrix(self, X: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
-        """G with G[i, j] = g(x_i, x_j), shape (n, n), skew-symmetric (see the module docstring)."""
+    def blocks(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The item-to-centre RBF blocks ``(K_L, K_R)`` of raw items X, each of shape (n, M)."""
         Xs = ((X - self._mean) / self._scale) / self._ls
         x2 = (Xs * Xs).sum(1)
-        KL = self._rbf(Xs, x2, self._CL, self._cl2)
-        KR = self._rbf(Xs, x2, self._CR, self._cr2)
+        return self._rbf(Xs, x2, self._CL, self._cl2), self._rbf(Xs, x2, self._CR, self._cr2)
+
+    def margins_from_blocks(self, KL: np.ndarray, KR: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
+        """G with G[i, j] = g(x_i, x_j), shape (n, n), skew-symmetric (see the module docstring)."""
         w = self.weights(u)
         H = (KL * w) @ KR.T
         G = H - H.T
@@ -155,12 +187,27 @@ class GPMScorer(Scorer):
             G = (G + self._c * (f[:, None] - f[None, :])) / (1.0 + self._c)
         return G
 
-    def rank_scores(self, X, u=None):
-        n = X.shape[0]
+    def margins_matrix(self, X: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
+        """G with G[i, j] = g(x_i, x_j) for raw items X of shape (n, d)."""
+        return self.margins_from_blocks(*self.blocks(X), u)
+
+    @staticmethod
+    def _mean_proba(G: np.ndarray) -> np.ndarray:
+        n = G.shape[0]
         if n == 1:
             return np.full(1, 0.5)
-        P = _sigmoid(self.margins_matrix(X, u))
-        return (P.sum(1) - 0.5) / (n - 1)   # σ(g_ii) = σ(0) = 1/2 leaves the sum
+        return (_sigmoid(G).sum(1) - 0.5) / (n - 1)   # σ(g_ii) = σ(0) = 1/2 leaves the sum
+
+    def rank_scores(self, X, u=None):
+        return self._mean_proba(self.margins_matrix(X, u))
+
+    def prepare_catalog(self, X, ok):
+        """The RBF blocks of every catalog item (a rank by id gathers rows and multiplies)."""
+        return self.blocks(X)
+
+    def rank_catalog(self, prep, rows, u=None):
+        KL, KR = prep
+        return self._mean_proba(self.margins_from_blocks(KL[rows], KR[rows], u))
 
 
 class MarginScorer(Scorer):

@@ -62,6 +62,7 @@ class ServeState:
                                            thread_name_prefix="prefstream-serve-explain")
         self.followers: list = []
         self._tasks: list[asyncio.Task] = []
+        self._loader: ThreadPoolExecutor | None = None
         self.item_errors = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -70,7 +71,11 @@ class ServeState:
         from stream.app import TopicFollower
 
         s = self.settings
-        self.followers = [TopicFollower(s, s.topic_models, lambda k, v, p, o: self.live.on_snapshot(k, v), "serve-models"),
+        # snapshots are decoded, loaded (torch imported on the first GPM) and merged in one thread, in
+        # topic order, so that the event loop keeps answering; the swap itself is one assignment
+        loader = self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-models")
+        self.followers = [TopicFollower(s, s.topic_models, lambda k, v, p, o: loader.submit(self.live.on_snapshot, k, v),
+                                        "serve-models"),
                           TopicFollower(s, s.topic_items, self.on_item, "serve-items")]
         self._tasks = [asyncio.ensure_future(f.run()) for f in self.followers]
 
@@ -85,6 +90,8 @@ class ServeState:
             except BaseException:  # noqa: BLE001 - cancelled or failed, it is over either way
                 pass
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if self._loader is not None:
+            self._loader.shutdown(wait=False, cancel_futures=True)
 
     def on_item(self, key, value, partition=None, offset=None) -> None:  # noqa: ARG002
         """Apply one item-topic record (invalid ones are dead-lettered by the learner; here counted and skipped)."""
@@ -125,9 +132,31 @@ class ServeState:
         """``(version, scorer, ids, X, scores, u)`` of a rank request."""
         mv = self.version(req.model)
         sc = self.scorer(mv)
-        ids, X = candidates(req, sc.feature_names, self.catalog, self.settings.serve_max_items)
+        ids, X, rows = candidates(req, sc.feature_names, self.catalog, self.settings.serve_max_items)
         u = context_vector(req.context, sc.context_names)
+        prep = None if rows is None else self._catalog_prep(mv, sc)
+        if prep is not None:
+            return mv, sc, ids, X, self._call(sc.rank_catalog, prep, rows, u), u
         return mv, sc, ids, X, self._call(sc.rank_scores, X, u), u
+
+    def _catalog_prep(self, mv: ModelVersion, sc: Scorer):
+        """The version's per-row catalog work (:meth:`Scorer.prepare_catalog`) for the current catalog.
+
+        Built on the second request that finds the same catalog version (a catalog that changes
+        on every request is never prepared in vain), then reused until the model or the catalog
+        changes.
+        """
+        ver = self.catalog.version
+        hit = mv.cache.get("catalog")
+        if hit is not None and hit[0] == ver:
+            return hit[1]
+        if mv.cache.get("catalog_seen") != ver:
+            mv.cache["catalog_seen"] = ver
+            return None
+        X, ok = self.catalog.view(sc.feature_names)
+        prep = self._call(sc.prepare_catalog, X, ok)
+        mv.cache["catalog"] = (ver, prep)
+        return prep
 
     def rank(self, req) -> tuple[dict, Any]:
         """The rank response, and the explanation job of its top_k (or None)."""

@@ -17,8 +17,9 @@ from stream.serving.errors import APIError, field_path
 __all__ = ["body_schema", "json_body", "state"]
 
 
-def state(request: Request):
-    """The :class:`~stream.serving.service.ServeState` of this app."""
+async def state(request: Request):
+    """The :class:`~stream.serving.service.ServeState` of this app (async: FastAPI runs sync
+    dependencies in a thread pool, a context switch per request)."""
     return request.app.state.serve
 
 
