@@ -204,6 +204,8 @@ class LiveModels:
         if self.metrics is not None:
             self.metrics.model_version.labels(model=name).set(mv.version)
             self.metrics.model_swaps.labels(model=name).inc()
+            self.metrics.model_load_failures.labels(model=name).inc(0)   # the child exists from the first version on
+            self.metrics.model_snapshot_age.labels(model=name).set(mv.age_seconds())
 
     def _failed(self, name: str, model_key: str, exc: BaseException) -> None:
         self.load_failures[name] = self.load_failures.get(name, 0) + 1
