@@ -227,6 +227,14 @@ BAD = [
      422, "out_of_range", "columns.rows[1][1]"),
     ("ragged rows", {"model": "capacity", "columns": {"feature_names": FEATURES, "rows": [[0, 0, 0], [0, 0]]}}, 422,
      "malformed", "columns.rows[1]"),
+    ("string in a row", {"model": "capacity", "columns": {"feature_names": FEATURES, "rows": [[0, "1.5", 0]]}}, 422,
+     "malformed", "columns.rows[0][1]"),
+    ("bool in a row", {"model": "capacity", "columns": {"feature_names": FEATURES, "rows": [[0, 1.5, True]]}}, 422,
+     "malformed", "columns.rows[0][2]"),
+    ("null in a row", {"model": "capacity", "columns": {"feature_names": FEATURES, "rows": [[0, None, 1]]}}, 422,
+     "malformed", "columns.rows[0][1]"),
+    ("rows too narrow", {"model": "capacity", "columns": {"feature_names": FEATURES, "rows": [[0, 1], [2, 3]]}}, 422,
+     "malformed", "columns.rows[0]"),
     ("column missing", {"model": "capacity", "columns": {"feature_names": ["a", "b"], "rows": [[0, 0]]}}, 422,
      "missing_feature", "columns.feature_names"),
     ("huge context", {"model": "linear-bt", "ids": ["i1"], "context": {"u": 1e300}}, 422, "out_of_range", "context.u"),
@@ -320,3 +328,38 @@ def test_metrics_count_requests_by_endpoint_and_status(guarded):
     assert metric_value(text, "prefstream_model_swaps_total", model="capacity") == 1
     assert 0 <= metric_value(text, "prefstream_model_snapshot_age_seconds", model="capacity") < 600
     assert 'prefstream_serve_request_latency_seconds_bucket{endpoint="/v1/compare",le="+Inf"}' in text
+
+
+def test_columnar_fast_path_equals_the_strict_path(guarded):
+    """Rows parsed by orjson into one array (no booleans in the body) rank exactly as the per-item form."""
+    c = guarded.client
+    rows = [[0.25, -1.5, 3.0], [1.0, 0.0, -2.0], [-0.5, 2.5, 0.125]]
+    cols = c.post("/v1/rank", json={"model": "capacity", "columns": {"feature_names": ["c", "a", "b"],
+                                                                      "rows": [[r[2], r[0], r[1]] for r in rows]}}).json()
+    items = c.post("/v1/rank", json={"model": "capacity",
+                                     "items": [{"id": str(i), "features": dict(zip(FEATURES, r))} for i, r in enumerate(rows)]}).json()
+    assert cols["items"] == items["items"]
+
+
+def test_a_new_version_is_warmed_after_an_explanation_was_asked():
+    """In-process: after an explain request, every swapped-in version gets its scorer built in the background."""
+    import asyncio
+
+    from stream.contract import encode_snapshot
+    from stream.serving.datamodels import ExplainRequest
+    from stream.serving.service import ServeState
+    from stream.settings import Settings
+
+    st = ServeState(Settings.load(None, {"models": ["capacity"]}, environ={}))
+    lin, cap = trained_models(50)
+    for k, v in item_records(5):
+        st.on_item(k.encode(), v)
+    st.live.on_snapshot(b"capacity@p:0", encode_snapshot("capacity", 1, 50, cap.state_dict()))
+    st._warmer.submit(lambda: None).result(30)
+    assert "scorer" not in st.live.get("capacity").cache        # no explanation asked yet: no warm-up
+    req = ExplainRequest(model="capacity", left={"id": "i0"}, right={"id": "i1"})
+    (rec,) = asyncio.run(st.run_explain(st.explain_job(req)))
+    assert rec["model_version"] == 1
+    st.live.on_snapshot(b"capacity@p:0", encode_snapshot("capacity", 2, 60, cap.state_dict()))
+    st._warmer.submit(lambda: None).result(30)                  # the warm-up queued before this one is done
+    assert st.live.get("capacity").version == 2 and "scorer" in st.live.get("capacity").cache

@@ -30,9 +30,13 @@ from stream.serving.inputs import candidates, context_vector, item_vector
 from stream.serving.scoring import Scorer, scorer_for
 from stream.workers.live_models import LiveModels, ModelVersion
 
-__all__ = ["DEFAULT_METHODS", "ServeState"]
+__all__ = ["DEFAULT_METHODS", "WARM_WINDOW_S", "ServeState"]
 
 log = logging.getLogger(__name__)
+
+#: A new model version is warmed (scorer, default explainer) when the model was asked for an explanation
+#: within this many seconds.
+WARM_WINDOW_S = 600.0
 
 #: The method ``/v1/explain`` uses when the request names none (else the first registered one).
 DEFAULT_METHODS = {"linear-bt": "linear-shapley", "capacity": "capacity-shapley", "gpm": "pref-shap",
@@ -52,7 +56,7 @@ class ServeState:
     def __init__(self, settings, metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.metrics = metrics or build_metrics()
-        self.live = LiveModels(self.metrics)
+        self.live = LiveModels(self.metrics, on_swap=self._warm)
         self.catalog = CatalogMatrix()
         self.required = list(settings.serve_models if settings.serve_models is not None else settings.models)
         self.budgets = {"exact_players": int(settings.explain_exact_players),
@@ -61,6 +65,9 @@ class ServeState:
         self.executor = ThreadPoolExecutor(max_workers=settings.serve_explain_threads,
                                            thread_name_prefix="prefstream-serve-explain")
         self.followers: list = []
+        self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-warm")
+        self._warm_latest: dict[str, ModelVersion] = {}
+        self._explained: dict[str, float] = {}
         self._tasks: list[asyncio.Task] = []
         self._loader: ThreadPoolExecutor | None = None
         self.item_errors = 0
@@ -90,6 +97,7 @@ class ServeState:
             except BaseException:  # noqa: BLE001 - cancelled or failed, it is over either way
                 pass
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self._warmer.shutdown(wait=False, cancel_futures=True)
         if self._loader is not None:
             self._loader.shutdown(wait=False, cancel_futures=True)
 
@@ -238,6 +246,7 @@ class ServeState:
     async def run_explain(self, job: tuple, field: str = "method") -> list[dict]:
         """Explanation records of a job under the deadline (504 with what was spent when it passes)."""
         mv, method, examples, params, seed = job
+        self._explained[mv.name] = time.time()
         fns = self.methods(mv.name)
         method = method or self.default_method(mv.name)
         fn = fns.get(method)
@@ -286,6 +295,35 @@ class ServeState:
                 rec["extra"].setdefault("origin", "serve")
         self.metrics.explanations.labels(method=e.method).inc(len(records))
         return records
+
+    def _warm(self, mv: ModelVersion) -> None:
+        """After a swap: build the new version's scorer and run its default explainer once on two catalog
+        items, in a background thread, so that the first requests find the per-snapshot work done
+        (Pref-SHAP's kernel blocks take seconds). Only the newest version of each model is warmed, and
+        only for models asked for an explanation in the last :data:`WARM_WINDOW_S` seconds."""
+        if time.time() - self._explained.get(mv.name, -1e18) > WARM_WINDOW_S:
+            return   # nobody asked this model for explanations lately: no warm-up work
+        self._warm_latest[mv.name] = mv
+        self._warmer.submit(self._warm_now, mv.name)
+
+    def _warm_now(self, name: str) -> None:
+        mv = self._warm_latest.pop(name, None)
+        if mv is None or self.live.get(name) is not mv:
+            return   # a newer version came (and is queued) or this one is gone
+        try:
+            sc = self.scorer(mv)
+            method = self.default_method(name)
+            fn = self.methods(name).get(method)
+            ids = [i for i, _ in zip(self.catalog._row, range(2))]   # noqa: SLF001 - two catalog ids
+            if fn is None or len(ids) < 2:
+                return
+            X, _, missing, unknown = self.catalog.gather(ids, sc.feature_names)
+            if missing or unknown or sc.context_names:
+                return   # a context model has no context to warm with
+            ex = self._example("warm-up", sc, X[0], X[1], None)
+            fn(mv.learner, [ex], self.explain_context(mv, {}, None))
+        except Exception as exc:  # noqa: BLE001 - warming is best effort
+            log.debug("warming %s v%d failed: %s", name, mv.version, exc)
 
     # ------------------------------------------------------------------ inventory
     def models(self) -> dict:

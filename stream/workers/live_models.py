@@ -123,6 +123,9 @@ class LiveModels:
         Updates ``model_version{model}``, ``model_swaps_total{model}``,
         ``model_load_failures_total{model}`` and (:meth:`update_age_gauges`)
         ``model_snapshot_age_seconds{model}``.
+    on_swap : callable ``(ModelVersion) -> None``, optional
+        Called after each swap, in the writer's thread (e.g. to warm caches of the new version);
+        its exceptions are logged and ignored.
 
     Notes
     -----
@@ -132,8 +135,9 @@ class LiveModels:
     assignment of a fresh mapping.
     """
 
-    def __init__(self, metrics=None) -> None:
+    def __init__(self, metrics=None, on_swap=None) -> None:
         self.metrics = metrics
+        self.on_swap = on_swap
         self._versions: Mapping[str, ModelVersion] = MappingProxyType({})
         self._write = threading.Lock()   # writers only (one follower normally); readers never wait
         self._ignored: set = set()
@@ -206,6 +210,11 @@ class LiveModels:
             self.metrics.model_swaps.labels(model=name).inc()
             self.metrics.model_load_failures.labels(model=name).inc(0)   # the child exists from the first version on
             self.metrics.model_snapshot_age.labels(model=name).set(mv.age_seconds())
+        if self.on_swap is not None:
+            try:
+                self.on_swap(mv)
+            except Exception:  # noqa: BLE001 - a warm-up must never undo a swap
+                log.exception("the on_swap hook failed for %s v%d", name, mv.version)
 
     def _failed(self, name: str, model_key: str, exc: BaseException) -> None:
         self.load_failures[name] = self.load_failures.get(name, 0) + 1

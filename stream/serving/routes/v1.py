@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends
 from stream.serving.datamodels import (CompareRequest, CompareResponse, ErrorResponse, ExplainRequest,
                                        ExplanationRecord, ModelsResponse, RankRequest, RankResponse)
 from stream.serving.errors import JSONBody
-from stream.serving.routes.deps import body_schema, json_body, state
+from stream.serving.routes.deps import body_schema, json_body, rank_body, state
 
 __all__ = ["router"]
 
@@ -16,7 +16,7 @@ router = APIRouter(prefix="/v1", responses=_ERRORS, tags=["v1"])
 
 
 @router.post("/rank", response_model=RankResponse, openapi_extra=body_schema(RankRequest))
-async def rank(req: RankRequest = Depends(json_body(RankRequest)), st=Depends(state)):
+async def rank(req: RankRequest = Depends(rank_body), st=Depends(state)):
     """Order the candidates best first (utility, or mean pairwise probability for GPM / C-GPM)."""
     out, job = st.rank(req)
     if job is not None:
