@@ -363,3 +363,21 @@ def test_a_new_version_is_warmed_after_an_explanation_was_asked():
     st.live.on_snapshot(b"capacity@p:0", encode_snapshot("capacity", 2, 60, cap.state_dict()))
     st._warmer.submit(lambda: None).result(30)                  # the warm-up queued before this one is done
     assert st.live.get("capacity").version == 2 and "scorer" in st.live.get("capacity").cache
+
+
+def test_cli_refuses_an_unknown_model_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "stream", "serve", "--models", "nope", "--port", "1"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.startswith("error: Unknown model 'nope'") and "Traceback" not in out.stderr
+
+
+def test_settings_travel_to_server_worker_processes_with_their_secrets():
+    from stream.serving.settings import export_settings, settings_from_env
+    from stream.settings import Settings
+
+    s = Settings.load(None, {"serve_token": "t0k", "serve_workers": 3, "models": ["gpm"]}, environ={})
+    env: dict = {}
+    export_settings(s, env)
+    back = settings_from_env(env)
+    assert back == s and back.serve_token == "t0k"
+    assert s.as_dict()["serve_token"] == "***" and "t0k" not in repr(s)

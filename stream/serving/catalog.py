@@ -128,6 +128,14 @@ class CatalogMatrix(ItemCatalog):
         return v
 
     # ------------------------------------------------------------------ reading
+    def rows(self, ids: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+        """Row numbers of ``ids`` in every view, and the ids the catalog does not hold."""
+        row = self._row
+        idx = [row.get(i, -1) for i in ids]
+        if -1 in idx:
+            return np.zeros(0, dtype=np.intp), [i for i, r in zip(ids, idx) if r < 0]
+        return np.asarray(idx, dtype=np.intp), []
+
     def gather(self, ids: Sequence[str], names: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
         """Rows of ``ids`` in ``names`` order.
 
@@ -143,14 +151,13 @@ class CatalogMatrix(ItemCatalog):
             Ids the catalog does not hold.
         """
         v = self._view(tuple(names))
-        row = self._row
-        idx = [row.get(i, -1) for i in ids]
-        if -1 in idx:
-            return np.zeros((0, len(names))), np.zeros(0, dtype=np.intp), [], [i for i, r in zip(ids, idx) if r < 0]
+        rows, unknown = self.rows(ids)
+        if unknown:
+            return np.zeros((0, len(names))), rows, [], unknown
         X, ok = v.X, v.ok
-        rows = np.asarray(idx, dtype=np.intp)
-        if not ok[rows].all():
-            return X[rows], rows, [i for i, r in zip(ids, idx) if not ok[r]], []
+        good = ok[rows]
+        if not good.all():
+            return X[rows], rows, [i for i, g in zip(ids, good.tolist()) if not g], []
         return X[rows], rows, [], []
 
     def view(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -177,10 +177,13 @@ class GPMScorer(Scorer):
         x2 = (Xs * Xs).sum(1)
         return self._rbf(Xs, x2, self._CL, self._cl2), self._rbf(Xs, x2, self._CR, self._cr2)
 
-    def margins_from_blocks(self, KL: np.ndarray, KR: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
-        """G with G[i, j] = g(x_i, x_j), shape (n, n), skew-symmetric (see the module docstring)."""
+    def margins_from_blocks(self, KL: np.ndarray, KR: np.ndarray, u: np.ndarray | None = None,
+                            KLw: np.ndarray | None = None) -> np.ndarray:
+        """G with G[i, j] = g(x_i, x_j), shape (n, n), skew-symmetric (see the module docstring).
+
+        ``KLw`` = ``KL * w`` when already at hand (a context-free GPM's catalog rows)."""
         w = self.weights(u)
-        H = (KL * w) @ KR.T
+        H = (KL * w if KLw is None else KLw) @ KR.T
         G = H - H.T
         if self._c:
             f = (KL - KR) @ w
@@ -202,12 +205,14 @@ class GPMScorer(Scorer):
         return self._mean_proba(self.margins_matrix(X, u))
 
     def prepare_catalog(self, X, ok):
-        """The RBF blocks of every catalog item (a rank by id gathers rows and multiplies)."""
-        return self.blocks(X)
+        """The RBF blocks of every catalog item, and K_L ⊙ α for a context-free GPM (a rank by id gathers
+        rows and multiplies once)."""
+        KL, KR = self.blocks(X)
+        return KL, KR, (None if self._ctx else KL * self._alpha)
 
     def rank_catalog(self, prep, rows, u=None):
-        KL, KR = prep
-        return self._mean_proba(self.margins_from_blocks(KL[rows], KR[rows], u))
+        KL, KR, KLw = prep
+        return self._mean_proba(self.margins_from_blocks(KL[rows], KR[rows], u, None if KLw is None else KLw[rows]))
 
 
 class MarginScorer(Scorer):

@@ -176,7 +176,7 @@ class ServeState:
         s = scores[top].tolist()
         out = self._versioned(mv)
         out["aggregate"] = sc.aggregate
-        out["items"] = [{"id": ids[j], "score": s[r], "rank": r + 1} for r, j in enumerate(top.tolist())]
+        out["items"] = [{"id": i, "score": v, "rank": r} for i, v, r in zip([ids[j] for j in top.tolist()], s, range(1, k + 1))]
         job = None
         if req.explain is not None:
             pairs = [(int(order[r]), int(order[r + 1])) for r in range(min(k, n - 1))]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
 from stream.serving.datamodels import (CompareRequest, CompareResponse, ErrorResponse, ExplainRequest,
                                        ExplanationRecord, ModelsResponse, RankRequest, RankResponse)
@@ -16,9 +16,11 @@ router = APIRouter(prefix="/v1", responses=_ERRORS, tags=["v1"])
 
 
 @router.post("/rank", response_model=RankResponse, openapi_extra=body_schema(RankRequest))
-async def rank(req: RankRequest = Depends(rank_body), st=Depends(state)):
+async def rank(request: Request):
     """Order the candidates best first (utility, or mean pairwise probability for GPM / C-GPM)."""
-    out, job = st.rank(req)
+    # the hot path: the body and the state are read here, not through FastAPI's dependency solver
+    st = request.app.state.serve
+    out, job = st.rank(await rank_body(request))
     if job is not None:
         out["explanations"] = await st.run_explain(job, field="explain")
     return JSONBody(out)
