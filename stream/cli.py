@@ -5,6 +5,7 @@ Commands::
     prefstream broker start|stop|status      local single-node Kafka (deploy/kafka)
     prefstream topics create                 the standard topics (idempotent)
     prefstream worker learn|explain          run a learner / explainer worker
+    prefstream serve                         HTTP rank / compare / explain API on the live models
     prefstream replay FILE                   send a CSV/JSONL file as contract records
     prefstream tail                          follow explanation records
     prefstream demo                          the end-to-end demo (stream.demo)
@@ -259,6 +260,39 @@ def worker_explain(
     s = _settings(config, _with_params(config, o, param))
     _require_broker(s)
     raise typer.Exit(run_explainer(s))
+
+
+# ------------------------------------------------------------------------------ serve
+@app.command("serve")
+def serve_cmd(
+    config: Optional[str] = ConfigOpt,
+    bootstrap: Optional[str] = BootstrapOpt,
+    host: Optional[str] = typer.Option(None, "--host", help="Bind address (setting serve_host, default 127.0.0.1)."),
+    port: Optional[int] = typer.Option(None, "--port", help="TCP port (setting serve_port, default 8000)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Server processes (setting serve_workers, default 1)."),
+    models: Optional[str] = typer.Option(None, "--models", "-m",
+                                         help="Models that must be loaded before /readyz is 200 (default: the models setting)."),
+    log_level: Optional[str] = typer.Option(None, "--log-level"),
+    set_: Optional[List[str]] = SetOpt,
+):
+    """Serve rank / compare / explain over HTTP with the live models (until SIGTERM; docs/serve.md)."""
+    from stream.serving.run import run_server
+
+    o: dict[str, Any] = {"bootstrap_servers": bootstrap, "serve_host": host, "serve_port": port,
+                         "serve_workers": workers, "log_level": log_level,
+                         "serve_models": [m.strip() for m in models.split(",") if m.strip()] if models else None}
+    o.update(_parse_sets(set_))
+    s = _settings(config, o)
+    try:
+        from stream import registry
+
+        for m in (s.serve_models if s.serve_models is not None else s.models):
+            registry.get_model(m)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    _require_broker(s)
+    raise typer.Exit(run_server(s))
 
 
 # ------------------------------------------------------------------------------ replay

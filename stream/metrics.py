@@ -51,6 +51,11 @@ name                                             type       labels              
 ``prefstream_capacity_shapley``                  gauge      model, feature        capacity Shapley index per snapshot
 ``prefstream_capacity_interaction``              gauge      model, pair           top-K interaction indices per snapshot
 ``prefstream_drift_total``                       counter    model, kind           drift alarms (model/ranking/feature)
+``prefstream_model_swaps_total``                 counter    model                 merged versions swapped in (live models)
+``prefstream_model_load_failures_total``         counter    model                 snapshots that failed to load (skipped)
+``prefstream_model_snapshot_age_seconds``        gauge      model                 now − newest loaded snapshot's created_at
+``prefstream_serve_requests_total``              counter    endpoint, status      HTTP requests answered by prefstream serve
+``prefstream_serve_request_latency_seconds``     histogram  endpoint              one HTTP request, received → answered
 ===============================================  =========  ====================  =====================================
 
 Histogram buckets, in seconds, chosen for what each one times:
@@ -62,6 +67,8 @@ Histogram buckets, in seconds, chosen for what each one times:
   100 ms goal and a slow batch both fall inside finite buckets.
 * :data:`EXPLAIN_BUCKETS` — one explanation: closed-form linear Shapley is ~50 µs,
   Pref-SHAP / ShaRP with sampling tens of ms to seconds; 100 µs to 30 s.
+* :data:`SERVE_BUCKETS` — one HTTP request of ``prefstream serve``: a rank by id is ~1 ms, an
+  explanation up to the 2 s deadline; 250 µs to 5 s.
 * :data:`REFIT_BUCKETS` — a batch refit (GPM with Nyström/Falkon) takes seconds to minutes;
   0.5 s to 30 min.
 
@@ -93,6 +100,7 @@ __all__ = [
     "METRIC_TYPES",
     "Metrics",
     "REFIT_BUCKETS",
+    "SERVE_BUCKETS",
     "build_metrics",
     "start_metrics_server",
 ]
@@ -103,6 +111,8 @@ LEARN_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-
 EXPLAIN_BUCKETS = (1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 5.0, 30.0)
 #: explanation lag buckets (seconds): 10 ms … 2 min (arrival → delivered, queueing included).
 LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+#: HTTP request latency buckets of prefstream serve (seconds): 250 µs … 5 s.
+SERVE_BUCKETS = (2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 #: refit duration buckets (seconds): 0.5 s … 30 min.
 REFIT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 
@@ -144,6 +154,11 @@ METRIC_TYPES = {
     "prefstream_capacity_shapley": "gauge",
     "prefstream_capacity_interaction": "gauge",
     "prefstream_drift_total": "counter",
+    "prefstream_model_swaps_total": "counter",
+    "prefstream_model_load_failures_total": "counter",
+    "prefstream_model_snapshot_age_seconds": "gauge",
+    "prefstream_serve_requests_total": "counter",
+    "prefstream_serve_request_latency_seconds": "histogram",
 }
 #: Full names of every metric built here (the keys of :data:`METRIC_TYPES`).
 METRIC_NAMES = tuple(METRIC_TYPES)
@@ -189,6 +204,11 @@ class Metrics:
     capacity_shapley: Gauge
     capacity_interaction: Gauge
     drift: Counter
+    model_swaps: Counter
+    model_load_failures: Counter
+    model_snapshot_age: Gauge
+    serve_requests: Counter
+    serve_latency: Histogram
 
 
 def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "prefstream") -> Metrics:
@@ -295,6 +315,15 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
                                "(by |I|) in the latest capacity snapshot.", ["model", "pair"]),
         drift=c("drift", "Drift alarms: kind=model (ADWIN on the progressive log loss), ranking (nDCG of the "
                 "importance ranking) or feature (ADWIN on a feature's share of |phi|).", ["model", "kind"]),
+        model_swaps=c("model_swaps", "Merged model versions swapped in by a live-model store (explainer, serve).",
+                      ["model"]),
+        model_load_failures=c("model_load_failures", "Model snapshots that failed to decode, load or merge; the "
+                              "previous version keeps serving.", ["model"]),
+        model_snapshot_age=g("model_snapshot_age_seconds", "Seconds since the newest loaded snapshot of the model was "
+                             "written (set at each scrape).", ["model"]),
+        serve_requests=c("serve_requests", "HTTP requests answered by prefstream serve.", ["endpoint", "status"]),
+        serve_latency=h("serve_request_latency_seconds", "Seconds per HTTP request of prefstream serve (received to "
+                        "answered).", ["endpoint"], SERVE_BUCKETS),
     )
 
 

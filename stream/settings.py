@@ -175,6 +175,21 @@ class Settings:
     learner_metrics_port: int = _f(9464, "Default Prometheus port of the learner worker.", "int", lo=0, hi=65535)
     explainer_metrics_port: int = _f(9465, "Default Prometheus port of the explainer worker.", "int", lo=0, hi=65535)
     max_message_bytes: int = _f(1_048_576, "Larger input messages are dead-lettered as oversize.", "int", lo=1)
+    # ------------------------------------------------------- prefstream serve (stream.serving)
+    serve_host: str = _f("127.0.0.1", "Address prefstream serve binds to (0.0.0.0 exposes it to the network).", "str")
+    serve_port: int = _f(8000, "TCP port of prefstream serve.", "int", lo=0, hi=65535)
+    serve_workers: int = _f(1, "Server worker processes of prefstream serve on one box (each follows the topics).",
+                            "int", lo=1, hi=64)
+    serve_token: str | None = _f(None, "Bearer token required on every endpoint of prefstream serve but /healthz; "
+                                 "None = no authentication (never printed).", "opt_str", secret=True)
+    serve_models: list | None = _f(None, "Models prefstream serve must have loaded before /readyz answers 200; "
+                                   "None = the models setting.", "opt_list")
+    serve_max_body_bytes: int = _f(1_048_576, "Larger request bodies are refused with 413.", "int", lo=1024)
+    serve_max_items: int = _f(1000, "Largest number of candidates in one rank request (more: 413).", "int", lo=2)
+    serve_explain_deadline_s: float = _f(2.0, "Seconds an explanation may take before prefstream serve answers 504.",
+                                         "float", lo=0, lo_open=True)
+    serve_explain_threads: int = _f(2, "Explanations computed at once per server process (the others wait, within "
+                                    "their deadline).", "int", lo=1, hi=64)
     # ------------------------------------------------------------ click sessions → pairs
     click_pairs: str = _f("all", "Pair strategy for click sessions: all (clicked ≻ every non-clicked shown item), "
                           "skipped_above (Joachims 2002) or next (stream/clicklog.py).", "str")
@@ -308,10 +323,13 @@ class Settings:
         return dict(self.model_params.get(model_name, {}))
 
     def as_dict(self, redact: bool = True) -> dict[str, Any]:
-        """All fields as a JSON-able dict; the SASL password shown as ``"***"`` unless ``redact`` is false."""
+        """All fields as a JSON-able dict; secrets (SASL password, serve token) shown as ``"***"`` unless
+        ``redact`` is false."""
         out = dataclasses.asdict(self)
-        if redact and out.get("sasl_password") is not None:
-            out["sasl_password"] = "***"
+        if redact:
+            for f in dataclasses.fields(self):
+                if f.metadata.get("secret") and out.get(f.name) is not None:
+                    out[f.name] = "***"
         return out
 
     @classmethod

@@ -107,7 +107,18 @@ def test_every_example_learned_once_and_no_dead_letters(run):
     assert summary["examples_sent"] == N_EVENTS
     assert summary["learned"] == {"capacity": N_EVENTS, "gpm": N_EVENTS}
     assert summary["dead_letters"] == 0
-    assert summary["worker_exit_codes"] == {"learn": 0, "explain": 0}
+    assert summary["worker_exit_codes"] == {"learn": 0, "explain": 0, "serve": 0}
+
+
+def test_the_demo_ends_with_a_live_ranking_and_an_explanation_from_prefstream_serve(run):
+    summary, _, _ = run
+    served = summary["serve"]
+    assert served["model"] == "capacity" and served["aggregate"] == "utility" and served["version"] >= 2
+    scores = [it["score"] for it in served["top"]]
+    assert len(scores) == 5 and scores == sorted(scores, reverse=True)
+    e = served["explanation"]
+    assert e["method"] == "capacity-shapley" and e["left"] == served["top"][0]["id"] and e["right"] == served["top"][1]["id"]
+    assert e["model_version"] == served["version"] and len(e["top_features"]) == 3
 
 
 def test_models_published_refitted_and_validated_progressively(run):

@@ -25,7 +25,9 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -120,6 +122,7 @@ def test_prometheus_scrapes_worker_metrics(tmp_path):
         PREFSTREAM_PROMETHEUS_RUN=str(tmp_path / "prom"),
         PREFSTREAM_LEARNER_METRICS_PORT=str(metrics_port),
         PREFSTREAM_EXPLAINER_METRICS_PORT=str(_free_port()),  # nothing listens there: up == 0
+        PREFSTREAM_SERVE_PORT=str(_free_port()),              # nor there
     )
     try:
         start = subprocess.run(["bash", str(PROM_DIR / "start.sh")], env=env, capture_output=True,
@@ -155,9 +158,9 @@ def test_prometheus_scrapes_worker_metrics(tmp_path):
                           lambda r: r and float(r[0]["value"][1]) == 50.0)
         assert float(result[0]["value"][1]) == 50.0
 
-        ups = wait_for("up", lambda r: len(r) == 2)
+        ups = wait_for("up", lambda r: len(r) == 3)
         assert {u["metric"]["job"]: u["value"][1] for u in ups} == {
-            "prefstream-learner": "1", "prefstream-explainer": "0"}
+            "prefstream-learner": "1", "prefstream-explainer": "0", "prefstream-serve": "0"}
 
         # every dashboard expression is valid PromQL for this Prometheus
         dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
@@ -175,8 +178,9 @@ def test_prometheus_scrapes_worker_metrics(tmp_path):
 
 def test_prometheus_config_is_valid_and_targets_the_workers():
     text = (PROM_DIR / "prometheus.yml").read_text(encoding="utf-8")
-    assert '"127.0.0.1:9464"' in text and '"127.0.0.1:9465"' in text
+    assert '"127.0.0.1:9464"' in text and '"127.0.0.1:9465"' in text and '"127.0.0.1:8000"' in text
     assert "job_name: prefstream-learner" in text and "job_name: prefstream-explainer" in text
+    assert "job_name: prefstream-serve" in text
     promtool = _need("promtool")
     out = subprocess.run([promtool, "check", "config", str(PROM_DIR / "prometheus.yml")],
                          capture_output=True, text=True, timeout=30)
@@ -275,6 +279,18 @@ def test_alert_rules_pass_their_promtool_unit_tests():
 # ------------------------------------------------------------------ the dashboard against real workers
 
 
+def _post(url: str, body: dict) -> int | None:
+    """Status of a JSON POST (None while nothing listens)."""
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
 @pytest.mark.prometheus
 def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstrap, kafka_options, tmp_path):
     """Learner + explainer subprocesses on the broker, a real Prometheus, every panel query answered."""
@@ -282,17 +298,22 @@ def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstra
     from tests.test_workers_kafka import Stack, free_port, pref_event
 
     stack = Stack(kafka_bootstrap, kafka_options, tmp_path)  # run-unique topics, the drift topic included
-    lport, eport, prom_port = free_port(), free_port(), free_port()
+    lport, eport, sport, prom_port = free_port(), free_port(), free_port(), free_port()
     env = dict(PREFSTREAM_MODELS="linear-bt,capacity,gpm", PREFSTREAM_FEATURE_NAMES="a,b,c",
                PREFSTREAM_MODEL_PARAMS=json.dumps({"gpm": {"refit_every": 100, "min_train": 50, "window_size": 300}}),
                PREFSTREAM_MONITOR_WINDOW="20", PREFSTREAM_MONITOR_WARMUP="0", PREFSTREAM_MONITOR_CHECK_EVERY="10",
                PREFSTREAM_EXPLAIN_MAX_QUEUE="100000")
     prom_env = dict(os.environ, PREFSTREAM_PROMETHEUS_PORT=str(prom_port),
                     PREFSTREAM_PROMETHEUS_RUN=str(tmp_path / "prom"),
-                    PREFSTREAM_LEARNER_METRICS_PORT=str(lport), PREFSTREAM_EXPLAINER_METRICS_PORT=str(eport))
+                    PREFSTREAM_LEARNER_METRICS_PORT=str(lport), PREFSTREAM_EXPLAINER_METRICS_PORT=str(eport),
+                    PREFSTREAM_SERVE_PORT=str(sport))
     try:
         stack.start("learn", "--metrics-port", str(lport), **env)
         stack.start("explain", "--metrics-port", str(eport), "--sample-rate", "1.0", **env)
+        serve_log = tmp_path / "serve.log"   # prefstream serve: its /metrics on its HTTP port
+        stack.procs.append(subprocess.Popen([sys.executable, "-m", "stream", "serve", "--port", str(sport)], cwd=REPO,
+                                            env=stack.env(**env), stdout=open(serve_log, "w"), stderr=subprocess.STDOUT))
+        stack.logs.append(serve_log)
         start = subprocess.run(["bash", str(PROM_DIR / "start.sh")], env=prom_env, capture_output=True, text=True,
                                timeout=60)
         assert start.returncode == 0, f"deploy/prometheus/start.sh failed:\n{start.stderr}"
@@ -305,6 +326,11 @@ def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstra
         # events after the first snapshots get explained; a duplicate, a malformed event, a bad request
         stack.send("preferences", events[300:] + [events[0], ("bad", b"{not json")])
         stack.send("explain_requests", [("r-bad", b'{"request_id": "r-bad"}')])
+        pair = {"model": "linear-bt", "left": {"features": {"a": 1, "b": 0, "c": 0}},
+                "right": {"features": {"a": 0, "b": 1, "c": 0}}}
+        served = stack.wait(lambda: _post(f"http://127.0.0.1:{sport}/v1/compare", pair) == 200 or None, 120,
+                            "prefstream serve to answer with the live linear-bt")
+        assert served and _post(f"http://127.0.0.1:{sport}/v1/compare", {**pair, "model": "nope"}) == 404
 
         dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
         queries = [e.replace("$__rate_interval", "1m").replace("$model", ".*").replace("$method", ".*")

@@ -217,6 +217,25 @@ def build() -> dict:
             [target(f"max by (model) (prefstream_capacity_regret_proxy{{{M}}})", "{{model}}", "A")],
             "none", description="prefstream_capacity_regret_proxy.")
 
+    L.row("Serve (prefstream serve: HTTP rank / compare / explain on the live models)")
+    L.panel("HTTP requests / s by endpoint and status",
+            [target(f"sum by (endpoint, status) (rate(prefstream_serve_requests_total[{RI}]))",
+                    "{{endpoint}} {{status}}", "A")],
+            "reqps", description="Requests answered by prefstream serve: prefstream_serve_requests_total "
+            "(4xx: refused input, 504: explanation past the deadline).")
+    L.panel("HTTP latency (p50, p99) by endpoint", quantiles("prefstream_serve_request_latency_seconds", "endpoint"),
+            "s", description="prefstream_serve_request_latency_seconds histogram: received to answered.")
+    L.panel("Served model snapshot age",
+            [target(f"max by (model) (prefstream_model_snapshot_age_seconds{{{M}}})", "{{model}}", "A")],
+            "s", minv=0, description="Seconds since the newest snapshot the server loaded was written "
+            "(alert PrefstreamServedModelStale above 15 min): prefstream_model_snapshot_age_seconds.")
+    L.panel("Model swaps / s and snapshots that failed to load",
+            [target(f"sum by (model) (rate(prefstream_model_swaps_total{{{M}}}[{RI}]))", "{{model}} swaps", "A"),
+             target(f"sum by (model) (rate(prefstream_model_load_failures_total{{{M}}}[{RI}]))", "{{model}} load failures",
+                    "B")],
+            "ops", w=16, description="Merged versions swapped in (prefstream_model_swaps_total) and snapshots that "
+            "failed to decode, load or merge, the previous version serving on (prefstream_model_load_failures_total).")
+
     used = {m for p in L.panels for t in p.get("targets", []) for m in re.findall(r"\bprefstream_[a-z0-9_]+", t["expr"])}
     used = {re.sub(r"_(bucket|sum|count)$", "", m) if METRICS.get(re.sub(r"_(bucket|sum|count)$", "", m)) == "histogram"
             else m for m in used}
@@ -229,7 +248,8 @@ def build() -> dict:
              "expr": f"sum by (model, kind) (changes(prefstream_drift_total{{{M}}}[1m])) > 0",
              "step": "1m", "titleFormat": "{{kind}} drift", "textFormat": "{{model}}", "tagKeys": "model,kind"},
         ]},
-        "description": "prefstream learner and explainer workers (deploy/prometheus/prometheus.yml scrapes them)",
+        "description": "prefstream learner and explainer workers and prefstream serve (deploy/prometheus/prometheus.yml "
+                       "scrapes them)",
         "editable": True,
         "fiscalYearStartMonth": 0,
         "graphTooltip": 1,

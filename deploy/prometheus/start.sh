@@ -9,6 +9,7 @@
 #                                     (default ${PREFSTREAM_CACHE:-~/.cache/prefstream}/prometheus)
 #   PREFSTREAM_LEARNER_METRICS_PORT   learner worker metrics port (default 9464)
 #   PREFSTREAM_EXPLAINER_METRICS_PORT explainer worker metrics port (default 9465)
+#   PREFSTREAM_SERVE_PORT             prefstream serve's HTTP port, /metrics scraped (default 8000)
 #   PREFSTREAM_PROMETHEUS_TIMEOUT     seconds to wait for /-/ready (default 30)
 #   PREFSTREAM_PROMETHEUS_RULES       alert rules copied beside the config (default alerts.yml here)
 set -euo pipefail
@@ -31,6 +32,7 @@ fi
 
 sed -e "s#127\.0\.0\.1:9464#127.0.0.1:${PREFSTREAM_LEARNER_METRICS_PORT:-9464}#" \
     -e "s#127\.0\.0\.1:9465#127.0.0.1:${PREFSTREAM_EXPLAINER_METRICS_PORT:-9465}#" \
+    -e "s#127\.0\.0\.1:8000#127.0.0.1:${PREFSTREAM_SERVE_PORT:-8000}#" \
     "$TEMPLATE" > "$RUN/prometheus.yml"
 cp "${PREFSTREAM_PROMETHEUS_RULES:-$HERE/alerts.yml}" "$RUN/alerts.yml"
 rm -rf "$RUN/tsdb"; mkdir -p "$RUN/tsdb"

@@ -22,7 +22,9 @@ this package:
 5. a :class:`~stream.demo.scrape.MetricsScraper` polls both workers' Prometheus endpoints about
    once a second; :func:`_wait_learned` and :func:`_wait_explained` wait (bounded) until every
    sent example has been learned and explanations stop arriving;
-6. the explanation and dead-letter topics are read, the workers stopped (SIGTERM, then
+6. ``prefstream serve``, started beside the workers, is asked for a live ranking of a handful of
+   the data set's items and one explanation (:mod:`stream.demo.serve`);
+7. the explanation and dead-letter topics are read, the workers stopped (SIGTERM, then
    SIGKILL), the summary printed (:mod:`stream.demo.summary`) and the HTML report written
    (:func:`stream.report.write_report`) with ``records.jsonl`` and ``summary.json``.
 
@@ -49,6 +51,7 @@ from stream.demo.config import default_model_params, default_sample_rate, write_
 from stream.demo.errors import DemoError
 from stream.demo.events import demo_stream, session_pairs
 from stream.demo.scrape import MetricsScraper
+from stream.demo.serve import demo_candidates, query_server
 from stream.demo.summary import format_summary, summarise
 from stream.demo.topics import delete_topics, read_topic
 from stream.demo.waits import wait_explained, wait_learned, wait_warm
@@ -191,12 +194,16 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
                 f"{' (started by the demo)' if run.started_broker else ''}")
         run.workers.start("learn", cfg, lport)
         run.workers.start("explain", cfg, eport)
+        sport = free_port()
+        run.workers.start_server(cfg, sport)
         run.scraper = MetricsScraper(lport, eport).start()
         n_items, t_replay, replay_s, warm_wait = _replay(run, plan, rate, progress, warmup, warmup_timeout_s)
         wait_learned(run.workers, run.scraper, plan.models, plan.examples, learn_timeout_s, log_dir)
         t_learned = time.monotonic()
         wait_explained(run.workers, run.scraper, quiet_period_s, explain_timeout_s)
         run.scraper.poll()
+        served = query_server(sport, plan.models, demo_candidates(plan.records, list(plan.ds.item_records())),
+                              check_alive=run.workers.check_alive)
         codes = run.workers.stop()
         run.scraper.stop()
         records = [json.loads(v) for _, v in read_topic(run.topics["explanations"], run.opts) if v is not None]
@@ -207,6 +214,7 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         click_log = clickeval.demo_click_summary(plan.ds, read_topic(run.topics["models"], run.opts), plan.models)
         if click_log is not None:
             summary["click_log"] = click_log
+        summary["serve"] = served
         if out is not None:
             _write_outputs(out, summary, records)
         if verbose:

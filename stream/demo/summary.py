@@ -192,6 +192,10 @@ def format_summary(s: dict) -> str:
                      f"v{e['model_versions'][0]}–{e['model_versions'][1]}  top: {tops}")
     if s.get("click_log"):
         lines += clickeval.format_click_summary(s["click_log"])
+    if s.get("serve"):
+        from stream.demo.serve import format_serve
+
+        lines.append(format_serve(s["serve"]))
     lines.append(f"wall time            {s['wall_s']} s")
     if s.get("report"):
         lines.append(f"report               {s['report']}")

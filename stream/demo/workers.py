@@ -52,8 +52,16 @@ class Workers:
 
     def start(self, role: str, config: Path, port: int, extra: list[str] | None = None,
               name: str | None = None) -> subprocess.Popen:
-        """Start ``python -m stream worker <role>``; ``name`` (default ``role``) keys it and names its log."""
-        name = name or role
+        """Start ``python -m stream worker <role>`` with its metrics on ``port``; ``name`` (default
+        ``role``) keys it and names its log."""
+        return self._spawn(name or role, config, ["worker", role, "--config", str(config), "--metrics-port", str(port),
+                                                  *(extra or [])])
+
+    def start_server(self, config: Path, port: int) -> subprocess.Popen:
+        """Start ``prefstream serve`` on ``127.0.0.1:port`` (named ``serve``)."""
+        return self._spawn("serve", config, ["serve", "--config", str(config), "--port", str(port)])
+
+    def _spawn(self, name: str, config: Path, args: list[str]) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         # one BLAS/torch thread per worker: the learner's refit thread, the learner's event loop
@@ -66,8 +74,7 @@ class Workers:
                 env.pop(k)
         fh = open(self.log_dir / f"{name}.log", "w", encoding="utf-8")
         self._files.append(fh)
-        cmd = [sys.executable, "-m", "stream", "worker", role, "--config", str(config),
-               "--metrics-port", str(port), *(extra or [])]
+        cmd = [sys.executable, "-m", "stream", *args]
         p = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=fh, stderr=subprocess.STDOUT,
                              start_new_session=True)
         self.procs[name] = p

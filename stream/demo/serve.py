@@ -1,0 +1,129 @@
+"""The demo's last step: ask the running ``prefstream serve`` for a live ranking and one explanation.
+
+The server (started beside the workers, :meth:`stream.demo.workers.Workers.start_server`) follows
+the run's model and item topics. Once it is ready, :func:`query_server` ranks a handful of the
+data set's items with the live capacity model (or the first model) — by catalog id when the data
+set has a catalog, else with their inline features — and explains the best against the runner-up.
+
+Examples
+--------
+>>> recs = [("preference", {"left": {"id": "a", "features": {"x": 1.0}}, "right": {"id": "b", "features": {"x": 2.0}}}),
+...         ("preference", {"left": {"id": "a", "features": {"x": 1.0}}, "right": {"id": "c", "features": {"x": 0.5}}})]
+>>> [c["id"] for c in demo_candidates(recs, [], k=5)]
+['a', 'b', 'c']
+>>> print(format_serve({"model": "capacity", "version": 7, "aggregate": "utility", "url": "http://h:1",
+...                     "top": [{"id": "a", "score": 1.5}], "explanation": None, "latency_ms": {"rank": 2.0}}))
+served by            http://h:1 (prefstream serve): top 1 items by the live capacity model, v7 (utility; rank 2.0 ms)
+   1. a                      1.500
+"""
+
+from __future__ import annotations
+
+import time
+
+from stream.demo.errors import DemoError
+
+__all__ = ["demo_candidates", "format_serve", "query_server"]
+
+
+def demo_candidates(records, item_records, k: int = 8) -> list[dict]:
+    """Up to ``k`` distinct items: ``{"id"}`` from the catalog, else ``{"id", "features"}`` from the events."""
+    if item_records:
+        return [{"id": str(r["item_id"])} for r in item_records[:k]]
+    seen: dict[str, dict] = {}
+    for kind, rec in records:
+        sides = [rec.get("left"), rec.get("right")] if kind == "preference" else list(rec.get("shown") or [])
+        for it in sides:
+            if isinstance(it, dict) and it.get("id") is not None and isinstance(it.get("features"), dict):
+                seen.setdefault(str(it["id"]), {"id": str(it["id"]), "features": it["features"]})
+        if len(seen) >= k:
+            break
+    return list(seen.values())[:k]
+
+
+def query_server(port: int, models: list[str], candidates: list[dict], check_alive=None, timeout_s: float = 90.0,
+                 top_k: int = 5) -> dict:
+    """Wait until the server is ready, rank ``candidates`` and explain #1 against #2.
+
+    Returns
+    -------
+    dict
+        ``{"url", "model", "version", "aggregate", "top": [{"id", "score"}], "explanation": {...} or None,
+        "latency_ms": {"rank", "explain"}}``.
+
+    Raises
+    ------
+    DemoError
+        When the server does not become ready within ``timeout_s`` or refuses the ranking.
+    """
+    import httpx
+
+    url = f"http://127.0.0.1:{port}"
+    model = "capacity" if "capacity" in models else models[0]
+    with httpx.Client(base_url=url, timeout=30) as c:
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while True:
+            try:
+                r = c.get("/readyz")
+                last = r.text
+                if r.status_code == 200:
+                    break
+            except httpx.TransportError as exc:
+                last = repr(exc)
+            if check_alive is not None:
+                check_alive()
+            if time.monotonic() > deadline:
+                raise DemoError(f"prefstream serve was not ready within {timeout_s:g} s (last answer: {last}).")
+            time.sleep(0.5)
+        ids_only = all(set(cand) == {"id"} for cand in candidates)
+        body = {"model": model, "top_k": top_k, **({"ids": [x["id"] for x in candidates]} if ids_only
+                                                    else {"items": candidates})}
+        t0 = time.perf_counter()
+        r = c.post("/v1/rank", json=body)
+        rank_ms = 1e3 * (time.perf_counter() - t0)
+        if r.status_code != 200:
+            raise DemoError(f"prefstream serve refused the demo ranking ({r.status_code}): {r.text[:300]}")
+        ranked = r.json()
+        out = {"url": url, "model": model, "version": ranked["version"], "aggregate": ranked["aggregate"],
+               "source_versions": ranked["source_versions"],
+               "top": [{"id": it["id"], "score": it["score"]} for it in ranked["items"]],
+               "explanation": None, "latency_ms": {"rank": round(rank_ms, 2)}}
+        if len(ranked["items"]) >= 2:
+            by_id = {x["id"]: x for x in candidates}
+            a, b = (by_id[ranked["items"][i]["id"]] for i in (0, 1))
+            t0 = time.perf_counter()
+            r = c.post("/v1/explain", json={"model": model, "left": a, "right": b})
+            out["latency_ms"]["explain"] = round(1e3 * (time.perf_counter() - t0), 2)
+            if r.status_code == 200:
+                rec = r.json()
+                pairs = sorted(zip(rec["feature_names"], rec["values"]), key=lambda p: -abs(_num(p[1])))
+                out["explanation"] = {"method": rec["method"], "left": a["id"], "right": b["id"],
+                                      "model_version": rec["model_version"], "prediction": rec["prediction"],
+                                      "top_features": [[n, _num(v)] for n, v in pairs[:3]]}
+            else:
+                out["explanation"] = {"error": r.json().get("error"), "detail": r.json().get("detail")}
+    return out
+
+
+def _num(v) -> float:
+    """A record value as one number (interaction matrices and intervals: the first entry)."""
+    while isinstance(v, list):
+        v = v[0] if v else 0.0
+    return float(v) if v is not None else 0.0
+
+
+def format_serve(s: dict) -> list[str] | str:
+    """Summary lines of :func:`query_server`'s result (a string; see the module example)."""
+    lines = [f"served by            {s['url']} (prefstream serve): top {len(s['top'])} items by the live {s['model']} "
+             f"model, v{s['version']} ({s['aggregate']}; rank {s['latency_ms']['rank']:.1f} ms)"]
+    for k, it in enumerate(s["top"], 1):
+        lines.append(f"  {k:2d}. {it['id']:22s} {it['score']:6.3f}")
+    e = s.get("explanation")
+    if e and "error" not in e:
+        feats = ", ".join(f"{n} {v:+.3g}" for n, v in e["top_features"])
+        lines.append(f"  why {e['left']} over {e['right']} ({e['method']}, v{e['model_version']}, "
+                     f"{s['latency_ms'].get('explain', 0):.0f} ms): {feats}")
+    elif e:
+        lines.append(f"  explanation refused: {e['error']}: {e['detail']}")
+    return "\n".join(lines)

@@ -1,0 +1,36 @@
+"""``prefstream serve``: an HTTP API that ranks, compares and explains with the live models.
+
+The server follows the compacted model topic and the item catalog like the explainer does
+(:class:`stream.workers.live_models.LiveModels`, :class:`stream.app.TopicFollower`), swaps each
+merged model version in atomically, and answers on FastAPI / uvicorn (uvloop, httptools, orjson):
+
+=====================  =====================================================================
+``POST /v1/rank``      candidates best first (by id, columnar or inline), optional explanations
+``POST /v1/compare``   P(left ≻ right)
+``POST /v1/explain``   one explanation record (explanation.v1.json) under a deadline
+``GET /v1/models``     merged version, source versions, examples seen, snapshot age
+``GET /healthz``       process up;  ``GET /readyz``: every configured model loaded;  ``GET /metrics``
+=====================  =====================================================================
+
+Modules: :mod:`~stream.serving.app` (factory), :mod:`~stream.serving.datamodels` (typed bodies),
+:mod:`~stream.serving.routes` (thin endpoints), :mod:`~stream.serving.service` (state and
+operations), :mod:`~stream.serving.scoring` (the model interface and rank aggregates),
+:mod:`~stream.serving.inputs` (bodies → arrays, numeric bounds), :mod:`~stream.serving.catalog`
+(catalog matrix), :mod:`~stream.serving.middleware` (token, body limit, metrics),
+:mod:`~stream.serving.errors`, :mod:`~stream.serving.settings`, :mod:`~stream.serving.run`.
+See docs/serve.md.
+"""
+
+__all__ = ["create_app", "run_server"]
+
+
+def __getattr__(name):
+    if name == "create_app":
+        from stream.serving.app import create_app
+
+        return create_app
+    if name == "run_server":
+        from stream.serving.run import run_server
+
+        return run_server
+    raise AttributeError(name)

@@ -1,0 +1,163 @@
+"""Typed request and response bodies of ``prefstream serve`` (the OpenAPI document is generated from them).
+
+Requests are validated straight from the JSON bytes (``Model.model_validate_json``, pydantic's
+Rust parser); responses are written with orjson and documented by the response models below
+(the tests validate every answer against them).
+
+Candidates of ``/v1/rank`` come in exactly one of three forms:
+
+* ``ids`` — catalog ids (``prefstream.items``): a row gather from the catalog matrix, the fastest;
+* ``columns`` — ``{"feature_names": [...], "rows": [[...], ...], "ids": [...]?}``: one row per
+  candidate, parsed into one float64 array (the fastest form with inline features);
+* ``items`` — ``[{"id": ...}, {"id": ..., "features": {...}}, {"features": {...}}]``: per-item
+  references as in preference events (inline features win over the catalog).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+__all__ = [
+    "Columns", "CompareRequest", "CompareResponse", "ErrorResponse", "ExplainRequest", "ExplanationRecord",
+    "HealthResponse", "ItemRef", "ModelInfo", "ModelsResponse", "RankRequest", "RankResponse", "RankedItem",
+    "ReadyResponse",
+]
+
+
+class _Strict(BaseModel):
+    """Requests: unknown fields are refused, numbers must be JSON numbers (no "1.5" strings, no booleans)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ItemRef(_Strict):
+    """One item: a catalog ``id``, inline ``features``, or both (inline features win)."""
+
+    id: Optional[str] = Field(None, min_length=1, max_length=256, description="Catalog item id.")
+    features: Optional[dict[str, float]] = Field(None, description="Inline features {name: value}.")
+
+
+class Columns(_Strict):
+    """Inline candidates as one table: ``feature_names`` once, one row per candidate."""
+
+    feature_names: list[str] = Field(..., min_length=1, description="Column names of ``rows``.")
+    rows: list[list[float]] = Field(..., min_length=1, description="One row per candidate, len(feature_names) values each.")
+    ids: Optional[list[str]] = Field(None, description="Optional candidate ids (default: row numbers).")
+    #: the rows as one float64 array when the body took the fast path (stream.serving.routes.deps.rank_body)
+    _array: Any = PrivateAttr(default=None)
+
+
+class RankRequest(_Strict):
+    """``POST /v1/rank``: order candidates best first."""
+
+    model: str = Field(..., description="Model name, e.g. 'capacity' or 'gpm'.")
+    ids: Optional[list[str]] = Field(None, min_length=1, description="Candidates by catalog id.")
+    columns: Optional[Columns] = None
+    items: Optional[list[ItemRef]] = Field(None, min_length=1)
+    context: Optional[dict[str, float]] = Field(None, description="Context features (context models such as cgpm).")
+    top_k: Optional[int] = Field(None, ge=1, description="Return the best top_k (default: all).")
+    explain: Optional[str] = Field(None, description="An explanation method: explain each of the top_k items "
+                                                     "against the next one in the ranking.")
+    seed: Optional[int] = Field(None, ge=0, description="Seed of sampling explainers (default: the seed setting).")
+
+
+class RankedItem(BaseModel):
+    id: str
+    score: float = Field(..., description="Utility, or mean P(item ≻ other candidate) (see 'aggregate').")
+    rank: int = Field(..., ge=1)
+
+
+class _Versioned(BaseModel):
+    model: str
+    version: int = Field(..., description="Merged version: the sum of the source versions.")
+    source_versions: dict[str, int] = Field(..., description="Version of each source snapshot ('<topic>:<partition>').")
+
+
+class ExplanationRecord(BaseModel):
+    """An explanation record, schema ``stream/schemas/explanation.v1.json`` (as the explainer worker emits)."""
+
+    model_config = ConfigDict(extra="allow")
+    schema_version: int
+    request_id: str
+    model_name: Optional[str] = None
+    model_version: int
+    method: str
+    feature_names: list[str]
+    values: list[Any]
+    base_value: Any
+    prediction: Any = None
+    data: Any = None
+    extra: dict[str, Any] = {}
+    compute_time_s: float
+
+
+class RankResponse(_Versioned):
+    aggregate: str = Field(..., description="'utility' (sorted by f(x)) or 'mean_pairwise_probability' (Borda).")
+    items: list[RankedItem]
+    explanations: Optional[list[ExplanationRecord]] = Field(
+        None, description="With 'explain': item k against item k + 1 of the ranking, for the top_k items.")
+
+
+class CompareRequest(_Strict):
+    """``POST /v1/compare``: P(left ≻ right)."""
+
+    model: str
+    left: ItemRef
+    right: ItemRef
+    context: Optional[dict[str, float]] = None
+
+
+class CompareResponse(_Versioned):
+    probability: float = Field(..., ge=0.0, le=1.0, description="P(left ≻ right).")
+
+
+class ExplainRequest(_Strict):
+    """``POST /v1/explain``: one explanation record of left vs right, under the deadline."""
+
+    model: str
+    method: Optional[str] = Field(None, description="Default: the model's default method (see GET /v1/models).")
+    left: ItemRef
+    right: ItemRef
+    context: Optional[dict[str, float]] = None
+    params: Optional[dict[str, Any]] = None
+    request_id: Optional[str] = Field(None, min_length=1, max_length=256)
+    seed: Optional[int] = Field(None, ge=0)
+
+
+class ModelInfo(BaseModel):
+    model: str
+    version: int
+    source_versions: dict[str, int]
+    examples_seen: int
+    snapshot_age_s: float
+    aggregate: Optional[str] = None
+    feature_names: list[str]
+    context_names: list[str]
+    methods: list[str]
+    default_method: Optional[str] = None
+    ready: bool = Field(..., description="False while the model cannot score yet (e.g. a GPM before its first refit).")
+    load_failures: int
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+    catalog_items: int
+
+
+class HealthResponse(BaseModel):
+    status: str
+
+
+class ReadyResponse(BaseModel):
+    ready: bool
+    missing: list[str] = Field(..., description="Configured models without a loaded snapshot.")
+    catalog_caught_up: bool
+    models_caught_up: bool
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(..., description="Machine-readable code, e.g. 'unknown_model', 'malformed', 'too_large'.")
+    detail: str
+    field: Optional[str] = Field(None, description="Path of the offending field, e.g. 'items[3].features.hp'.")

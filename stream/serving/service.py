@@ -1,0 +1,353 @@
+"""What the endpoints call: the live models, the catalog, and rank / compare / explain on them.
+
+:class:`ServeState` is the whole state of one server process: a
+:class:`~stream.workers.live_models.LiveModels` fed by a :class:`~stream.app.TopicFollower` on
+the model topic, a :class:`~stream.serving.catalog.CatalogMatrix` fed by another on the item
+topic (both outside any consumer group: a server holds nothing else, so any number of them can
+run behind a load balancer), the metrics and the explanation thread pool. Each operation takes
+one :class:`~stream.workers.live_models.ModelVersion` at its start and uses only that, so a
+request never mixes two versions even when a swap lands while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from learners.exceptions import InvalidInputError, NotFittedError, PrefstreamError
+from stream import registry
+from stream.contract import DeadLetter, PreferenceExample, explanation_record_ok, parse_item
+from stream.metrics import Metrics, build_metrics
+from stream.serving.catalog import CatalogMatrix
+from stream.serving.errors import APIError
+from stream.serving.inputs import candidates, context_vector, item_vector
+from stream.serving.scoring import Scorer, scorer_for
+from stream.workers.live_models import LiveModels, ModelVersion
+
+__all__ = ["DEFAULT_METHODS", "WARM_WINDOW_S", "ServeState"]
+
+log = logging.getLogger(__name__)
+
+#: A new model version is warmed (scorer, default explainer) when the model was asked for an explanation
+#: within this many seconds.
+WARM_WINDOW_S = 600.0
+
+#: The method ``/v1/explain`` uses when the request names none (else the first registered one).
+DEFAULT_METHODS = {"linear-bt": "linear-shapley", "capacity": "capacity-shapley", "gpm": "pref-shap",
+                   "cgpm": "pref-shap"}
+
+
+class ServeState:
+    """State and operations of one ``prefstream serve`` process.
+
+    Parameters
+    ----------
+    settings : Settings
+        Topics, broker options, ``serve_*`` limits, explanation budgets and ``seed``.
+    metrics : Metrics, optional
+    """
+
+    def __init__(self, settings, metrics: Metrics | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or build_metrics()
+        self.live = LiveModels(self.metrics, on_swap=self._warm)
+        self.catalog = CatalogMatrix()
+        self.required = list(settings.serve_models if settings.serve_models is not None else settings.models)
+        self.budgets = {"exact_players": int(settings.explain_exact_players),
+                        "max_coalitions": int(settings.explain_max_coalitions),
+                        "reference_size": int(settings.explain_reference_size)}
+        self.executor = ThreadPoolExecutor(max_workers=settings.serve_explain_threads,
+                                           thread_name_prefix="prefstream-serve-explain")
+        self.followers: list = []
+        self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-warm")
+        self._warm_latest: dict[str, ModelVersion] = {}
+        self._explained: dict[str, float] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._loader: ThreadPoolExecutor | None = None
+        self.item_errors = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Start following the model and item topics (from the beginning, no consumer group)."""
+        from stream.app import TopicFollower
+
+        s = self.settings
+        # snapshots are decoded, loaded (torch imported on the first GPM) and merged in one thread, in
+        # topic order, so that the event loop keeps answering; the swap itself is one assignment
+        loader = self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-models")
+        self.followers = [TopicFollower(s, s.topic_models, lambda k, v, p, o: loader.submit(self.live.on_snapshot, k, v),
+                                        "serve-models"),
+                          TopicFollower(s, s.topic_items, self.on_item, "serve-items")]
+        self._tasks = [asyncio.ensure_future(f.run()) for f in self.followers]
+
+    async def stop(self) -> None:
+        for f in self.followers:
+            f.stop()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except BaseException:  # noqa: BLE001 - cancelled or failed, it is over either way
+                pass
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self._warmer.shutdown(wait=False, cancel_futures=True)
+        if self._loader is not None:
+            self._loader.shutdown(wait=False, cancel_futures=True)
+
+    def on_item(self, key, value, partition=None, offset=None) -> None:  # noqa: ARG002
+        """Apply one item-topic record (invalid ones are dead-lettered by the learner; here counted and skipped)."""
+        try:
+            self.catalog.upsert(parse_item(value, max_bytes=self.settings.max_message_bytes, key=key))
+        except DeadLetter:
+            self.item_errors += 1
+
+    # ------------------------------------------------------------------ models
+    def version(self, name: str) -> ModelVersion:
+        """The current version of ``name``; 404 if no such model is registered, 503 before its first snapshot."""
+        mv = self.live.get(name)
+        if mv is not None:
+            return mv
+        if name not in registry.models():
+            raise APIError(404, "unknown_model", f"Unknown model {name!r}; registered: {registry.models()}.",
+                           field="model")
+        raise APIError(503, "not_loaded", f"Model {name!r} has no loaded snapshot yet (a learner worker publishes "
+                                          f"it on {self.settings.topic_models}).", field="model")
+
+    @staticmethod
+    def scorer(mv: ModelVersion) -> Scorer:
+        """The version's scorer, built once per version (503 while the model cannot score)."""
+        sc = mv.cache.get("scorer")
+        if sc is None:
+            try:
+                sc = mv.cache["scorer"] = scorer_for(mv.learner)
+            except NotFittedError as exc:
+                raise APIError(503, "not_fitted", str(exc), field="model") from None
+        return sc
+
+    @staticmethod
+    def _versioned(mv: ModelVersion) -> dict:
+        return {"model": mv.name, "version": mv.version, "source_versions": mv.source_versions}
+
+    # ------------------------------------------------------------------ rank / compare
+    def rank_scores(self, req) -> tuple[ModelVersion, Scorer, list[str], np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(version, scorer, ids, X, scores, u)`` of a rank request."""
+        mv = self.version(req.model)
+        sc = self.scorer(mv)
+        ids, X, rows = candidates(req, sc.feature_names, self.catalog, self.settings.serve_max_items)
+        u = context_vector(req.context, sc.context_names)
+        prep = None if rows is None else self._catalog_prep(mv, sc)
+        if prep is not None:
+            return mv, sc, ids, X, self._call(sc.rank_catalog, prep, rows, u), u
+        return mv, sc, ids, X, self._call(sc.rank_scores, X, u), u
+
+    def _catalog_prep(self, mv: ModelVersion, sc: Scorer):
+        """The version's per-row catalog work (:meth:`Scorer.prepare_catalog`) for the current catalog.
+
+        Built on the second request that finds the same catalog version (a catalog that changes
+        on every request is never prepared in vain), then reused until the model or the catalog
+        changes.
+        """
+        ver = self.catalog.version
+        hit = mv.cache.get("catalog")
+        if hit is not None and hit[0] == ver:
+            return hit[1]
+        if mv.cache.get("catalog_seen") != ver:
+            mv.cache["catalog_seen"] = ver
+            return None
+        X, ok = self.catalog.view(sc.feature_names)
+        prep = self._call(sc.prepare_catalog, X, ok)
+        mv.cache["catalog"] = (ver, prep)
+        return prep
+
+    def rank(self, req) -> tuple[dict, Any]:
+        """The rank response, and the explanation job of its top_k (or None)."""
+        mv, sc, ids, X, scores, u = self.rank_scores(req)
+        n = len(ids)
+        k = n if req.top_k is None else min(int(req.top_k), n)
+        order = np.argsort(-scores, kind="stable")
+        top = order[:k]
+        s = scores[top].tolist()
+        out = self._versioned(mv)
+        out["aggregate"] = sc.aggregate
+        out["items"] = [{"id": i, "score": v, "rank": r} for i, v, r in zip([ids[j] for j in top.tolist()], s, range(1, k + 1))]
+        job = None
+        if req.explain is not None:
+            pairs = [(int(order[r]), int(order[r + 1])) for r in range(min(k, n - 1))]
+            rid = uuid.uuid4().hex[:12]
+            examples = [self._example(f"rank-{rid}:{ids[i]}>{ids[j]}", sc, X[i], X[j], req.context, ids[i], ids[j])
+                        for i, j in pairs]
+            job = (mv, req.explain, examples, {}, req.seed)
+        return out, job
+
+    def compare(self, req) -> dict:
+        mv = self.version(req.model)
+        sc = self.scorer(mv)
+        xl = item_vector(req.left, sc.feature_names, self.catalog, "left")
+        xr = item_vector(req.right, sc.feature_names, self.catalog, "right")
+        u = context_vector(req.context, sc.context_names)
+        p = self._call(sc.proba, xl[None], xr[None], None if u is None else u[None])
+        out = self._versioned(mv)
+        out["probability"] = float(p[0])
+        return out
+
+    @staticmethod
+    def _call(fn, *args):
+        try:
+            return fn(*args)
+        except NotFittedError as exc:
+            raise APIError(503, "not_fitted", str(exc), field="model") from None
+        except InvalidInputError as exc:   # the learner refused the values (e.g. outside [0, 1] without a scaler)
+            raise APIError(422, "invalid_input", str(exc)) from None
+
+    # ------------------------------------------------------------------ explain
+    @staticmethod
+    def _example(event_id, sc: Scorer, xl, xr, context, left_id=None, right_id=None) -> PreferenceExample:
+        names = sc.feature_names
+        ctx = None if context is None else {k: float(v) for k, v in context.items()}
+        return PreferenceExample(event_id=event_id, timestamp=time.time(), left=dict(zip(names, xl.tolist())),
+                                 right=dict(zip(names, xr.tolist())), outcome=0, context=ctx, weight=1.0,
+                                 left_id=left_id, right_id=right_id)
+
+    def explain_job(self, req) -> tuple:
+        """``(version, method, examples, params, seed)`` of an explain request."""
+        mv = self.version(req.model)
+        sc = self.scorer(mv)
+        xl = item_vector(req.left, sc.feature_names, self.catalog, "left")
+        xr = item_vector(req.right, sc.feature_names, self.catalog, "right")
+        context_vector(req.context, sc.context_names)
+        rid = req.request_id or f"serve-{uuid.uuid4().hex[:12]}"
+        ex = self._example(rid, sc, xl, xr, req.context, req.left.id, req.right.id)
+        return mv, req.method, [ex], dict(req.params or {}), req.seed
+
+    @staticmethod
+    def methods(name: str) -> dict:
+        """``{method: fn}`` of the pair explainers of ``name`` (click-session ones left out)."""
+        return {k: f for k, f in registry.explainers_for(name).items() if not getattr(f, "session_only", False)}
+
+    def default_method(self, name: str) -> str | None:
+        fns = self.methods(name)
+        m = DEFAULT_METHODS.get(name)
+        return m if m in fns else (sorted(fns)[0] if fns else None)
+
+    def explain_context(self, mv: ModelVersion, params: dict, seed: int | None) -> registry.ExplainContext:
+        """The explainer's context: no background reservoir (a server follows no events), the catalog, the seed."""
+        return registry.ExplainContext(model_name=mv.name, model_version=mv.version, background=[],
+                                       catalog=self.catalog.frozen(),
+                                       rng=np.random.default_rng(self.settings.seed if seed is None else seed),
+                                       params=dict(params), budgets=dict(self.budgets))
+
+    async def run_explain(self, job: tuple, field: str = "method") -> list[dict]:
+        """Explanation records of a job under the deadline (504 with what was spent when it passes)."""
+        mv, method, examples, params, seed = job
+        self._explained[mv.name] = time.time()
+        fns = self.methods(mv.name)
+        method = method or self.default_method(mv.name)
+        fn = fns.get(method)
+        if fn is None:
+            raise APIError(404, "unknown_method", f"No pair explanation method {method!r} for model {mv.name!r}; "
+                                                  f"available: {sorted(fns)}.", field=field)
+        if not examples:
+            return []
+        ctx = self.explain_context(mv, params, seed)
+        deadline = float(self.settings.serve_explain_deadline_s)
+        state = {"started": None}
+
+        def work():
+            state["started"] = time.perf_counter()
+            return fn(mv.learner, examples, ctx)
+
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        fut = loop.run_in_executor(self.executor, work)
+        try:
+            e = await asyncio.wait_for(fut, timeout=deadline)
+        except asyncio.TimeoutError:
+            now = time.perf_counter()
+            started = state["started"]
+            self.metrics.explanations_skipped.labels(reason="deadline").inc()
+            raise APIError(504, "deadline_exceeded",
+                           f"The {method} explanation of {mv.name} v{mv.version} did not finish within the "
+                           f"{deadline:g} s deadline (serve_explain_deadline_s); lower the budgets "
+                           "(explain_max_coalitions, explain_reference_size) or raise the deadline.",
+                           deadline_s=deadline, elapsed_s=round(now - t0, 6),
+                           queued_s=round((started if started is not None else now) - t0, 6),
+                           computing_s=round(now - started, 6) if started is not None else 0.0,
+                           model=mv.name, version=mv.version, method=method, budgets=dict(self.budgets)) from None
+        except NotFittedError as exc:
+            raise APIError(503, "not_fitted", str(exc), field="model") from None
+        except PrefstreamError as exc:
+            raise APIError(422, "invalid_input", f"{method}: {exc}", field=field) from None
+        dt = time.perf_counter() - t0
+        self.metrics.explanation_latency.labels(method=e.method).observe(dt)
+        e.model_name = mv.name
+        e.model_version = int(mv.version)
+        records = e.to_records(instance_ids=[x.event_id for x in examples])
+        for rec in records:
+            explanation_record_ok(rec)
+            if isinstance(rec.get("extra"), dict):
+                rec["extra"].setdefault("origin", "serve")
+        self.metrics.explanations.labels(method=e.method).inc(len(records))
+        return records
+
+    def _warm(self, mv: ModelVersion) -> None:
+        """After a swap: build the new version's scorer and run its default explainer once on two catalog
+        items, in a background thread, so that the first requests find the per-snapshot work done
+        (Pref-SHAP's kernel blocks take seconds). Only the newest version of each model is warmed, and
+        only for models asked for an explanation in the last :data:`WARM_WINDOW_S` seconds."""
+        if time.time() - self._explained.get(mv.name, -1e18) > WARM_WINDOW_S:
+            return   # nobody asked this model for explanations lately: no warm-up work
+        self._warm_latest[mv.name] = mv
+        self._warmer.submit(self._warm_now, mv.name)
+
+    def _warm_now(self, name: str) -> None:
+        mv = self._warm_latest.pop(name, None)
+        if mv is None or self.live.get(name) is not mv:
+            return   # a newer version came (and is queued) or this one is gone
+        try:
+            sc = self.scorer(mv)
+            method = self.default_method(name)
+            fn = self.methods(name).get(method)
+            ids = [i for i, _ in zip(self.catalog._row, range(2))]   # noqa: SLF001 - two catalog ids
+            if fn is None or len(ids) < 2:
+                return
+            X, _, missing, unknown = self.catalog.gather(ids, sc.feature_names)
+            if missing or unknown or sc.context_names:
+                return   # a context model has no context to warm with
+            ex = self._example("warm-up", sc, X[0], X[1], None)
+            fn(mv.learner, [ex], self.explain_context(mv, {}, None))
+        except Exception as exc:  # noqa: BLE001 - warming is best effort
+            log.debug("warming %s v%d failed: %s", name, mv.version, exc)
+
+    # ------------------------------------------------------------------ inventory
+    def models(self) -> dict:
+        now = time.time()
+        out = []
+        for name, mv in sorted(self.live.versions().items()):
+            try:
+                sc = self.scorer(mv)
+                ready, agg, names, cnames = True, sc.aggregate, sc.feature_names, sc.context_names
+            except APIError:
+                ready, agg = False, None
+                names = list(getattr(mv.learner, "feature_names", None) or [])
+                cnames = list(getattr(mv.learner, "context_names", None) or [])
+            out.append({**self._versioned(mv), "examples_seen": mv.training_count,
+                        "snapshot_age_s": round(mv.age_seconds(now), 3), "aggregate": agg, "feature_names": names,
+                        "context_names": cnames, "methods": sorted(self.methods(name)),
+                        "default_method": self.default_method(name), "ready": ready,
+                        "load_failures": self.live.load_failures.get(name, 0)})
+        return {"models": out, "catalog_items": len(self.catalog)}
+
+    def readiness(self) -> dict:
+        missing = [m for m in self.required if self.live.get(m) is None]
+        caught = [f.caught_up.is_set() for f in self.followers]
+        models_caught = bool(caught) and caught[0]
+        items_caught = len(caught) > 1 and caught[1]
+        return {"ready": not missing and models_caught and items_caught, "missing": missing,
+                "catalog_caught_up": items_caught, "models_caught_up": models_caught}
