@@ -56,11 +56,12 @@ HISTORY_COLUMNS = ("commit", "date", "load1", "dataset", "n", "items", "ms_per_i
 
 
 def current_commit() -> str:
-    """Short hash of the checkout's HEAD, ``+dirty`` when tracked files differ from it."""
+    """Short hash of the checkout's HEAD, ``+dirty`` when tracked files (other than the history) differ."""
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--"], capture_output=True).returncode
+        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", ".",
+                                f":!{HISTORY.relative_to(ROOT)}"], capture_output=True).returncode
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
