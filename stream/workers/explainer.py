@@ -168,6 +168,10 @@ class ExplainerCore:
             ex = parse_preference(value, self.catalog, max_bytes=self.settings.max_message_bytes)
         except DeadLetter:
             return None  # the learner dead-letters it
+        return self.offer(ex)
+
+    def offer(self, ex) -> ExplainJob | None:
+        """Feed a decoded preference example to the reservoir and maybe sample it for explanation."""
         self.observe(ex)
         if self.rng.random() >= self.sample_rate():
             return None
