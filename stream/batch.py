@@ -130,7 +130,10 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         process, or a thread) while learning goes on; the run waits for the last one at the end.
         Which batch a refitted model first scores then depends on timing, as in the worker.
         ``True``: each refit runs to completion where it is triggered, so a run is reproducible
-        (and slower: a GPM refit blocks learning).
+        (and slower: a GPM refit blocks learning). With ``refit_executor = "PROCESS"`` the refit
+        process is *spawned*: a script that calls ``run_batch`` must do so under
+        ``if __name__ == "__main__":`` (the child imports the script's main module), as every
+        ``multiprocessing`` program must; ``prefstream run`` does.
 
     Returns
     -------
