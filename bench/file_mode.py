@@ -15,7 +15,7 @@ before the clock; the wait for a refit in flight at the end is not counted, as t
 ``events_per_s`` in ``bench/mainjob.py`` does not count it). The GPM uses the main job's window
 (``--min-train`` 3000, refit every 5000 on 3000 pairs) with a one-point hold-out grid and 300
 centres, so that a refit costs seconds: refits run in another process and the measured rate is
-learning. Last line::
+learning (``--gpm-full``: the main job's refit, 4 × 3 hold-out grid and 1000 centres). Last line::
 
     dataset=<name> events=<int> file_events_per_s=<f> core_batch_events_per_s=<f> file_over_core=<f> before_events_per_s=<f|nan> load1=<f>
 
@@ -38,12 +38,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def settings_for(ds, models, sample_rate, batch_max_events):
+def settings_for(ds, models, sample_rate, batch_max_events, gpm_full=False):
     from stream.demo import default_model_params
     from stream.settings import Settings
 
-    gpm = {"refit_every": 5000, "window_size": 3000, "min_train": 3000,
-           "model_params": {"penalty_grid": [1e-4], "multiplier_grid": [1.0], "max_centres": 300}}
+    gpm = {"refit_every": 5000, "window_size": 3000, "min_train": 3000}
+    if not gpm_full:                               # a refit of seconds, not minutes
+        gpm["model_params"] = {"penalty_grid": [1e-4], "multiplier_grid": [1.0], "max_centres": 300}
     params = default_model_params(ds, models, gpm)
     return Settings.load(overrides={"models": models, "feature_names": list(ds.feature_names), "model_params": params,
                                     "snapshot_every_events": 2000, "explain_sample_rate": sample_rate,
@@ -94,6 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="capacity,gpm")
     ap.add_argument("--sample-rate", type=float, default=0.0, help="explained fraction in file mode")
     ap.add_argument("--batch-max-events", type=int, default=500)
+    ap.add_argument("--gpm-full", action="store_true", help="the main job's GPM refit (4 x 3 grid, 1000 centres)")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of the two paths; best of each")
     ap.add_argument("--before", default=None, metavar="REV", help="also time the per-event file mode of commit REV")
     args = ap.parse_args(argv)
@@ -107,7 +109,7 @@ def main(argv=None) -> int:
     register_all()
     ds = load_dataset(args.dataset, args.data_dir)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    s = settings_for(ds, models, args.sample_rate, args.batch_max_events)
+    s = settings_for(ds, models, args.sample_rate, args.batch_max_events, args.gpm_full)
     tmp = Path(tempfile.mkdtemp(prefix="prefstream-file-mode-"))
     path = tmp / f"{args.dataset}.jsonl"
     raws = [json.dumps(ev).encode() for ev in ds.to_events(stop=args.events)]
@@ -130,8 +132,9 @@ def main(argv=None) -> int:
             c = core_batch_rate(s, raws)
         core, file_rate = max(core, c), max(file_rate, f)
         print(f"round {r + 1}: core batch path (anchor) {c:.0f} events/s, file mode {f:.0f} events/s (learned "
-              f"{res.learned}, refits {res.refits}, wall {time.perf_counter() - t0:.1f} s incl. the last refit; "
-              f"final {json.dumps(res.final)}; load {os.getloadavg()[0]:.1f})", flush=True)
+              f"{res.learned}, refits {res.refits}, explanations {sum(res.explanations.values())}, wall "
+              f"{time.perf_counter() - t0:.1f} s incl. the last refit; final {json.dumps(res.final)}; "
+              f"load {os.getloadavg()[0]:.1f})", flush=True)
     before = float("nan")
     if args.before:
         before = before_rate(args.before, path, s)
