@@ -56,13 +56,8 @@ _clock = time.process_time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from learners._mobius import (  # noqa: E402
-    MAX_FULL_N,
-    SubsetIndex,
-    capacity_from_mobius,
-    constraint_residuals,
-    violation,
-)
+from learners._mobius import MAX_FULL_N, SubsetIndex, capacity_from_mobius  # noqa: E402
+from learners.capacity_constraints import constraint_residuals, violation  # noqa: E402
 from learners.capacity import CapacityFOBOS, CapacityRDA, choquet_from_capacity  # noqa: E402
 from learners.capacity_solvers import solve_lp, solve_lp_colgen  # noqa: E402
 from learners.exceptions import BudgetError  # noqa: E402

@@ -25,6 +25,7 @@ ORDER = [
     ("sharp", "ShaRP vs xai-sharp (Pliatsika et al. 2024)", "bench/sharp_vs_xai_sharp.py"),
     ("distributional", "Distributional values: closed form vs Monte Carlo (Franceschi et al. 2024)", "bench/distributional.py"),
     ("mainjob", "The main job on the Pokémon stream", "bench/mainjob.py"),
+    ("file_mode", "prefstream run (file mode) vs the learner worker's batch path (Pokémon)", "bench/file_mode.py"),
     ("clicklog", "Counterfactual learning from click logs: naive vs IPS vs oracle; Open Bandit off-policy", "bench/clicklog.py"),
     ("explain_wide", "Every explanation method at catalog width (d = 4, 10, 26)", "bench/explain_wide.py"),
     ("explanation_drift", "Explanation drift alarms on a Pokémon stream whose preference changes", "bench/explanation_drift.py"),

@@ -15,6 +15,12 @@ with prefstream against its own exact values: time, fidelity (Eq. 9) and Kendall
 ``fidelity`` on the last line is Eq. 9 of the m = 20 sample approximation (prefstream default,
 anchored at the exact mean rank — see docs/sharp.md) on the K items.
 
+``--record`` appends one row per run to ``bench/results/sharp_history.tsv`` (tracked; columns
+``commit date load1 dataset n items ms_per_item xai_sharp_ms_per_item ratio default_ms_per_item``; the last is
+the Eq. 3 default — v removed, ties=min, tie tolerance — on an explainer built once), so a
+regression of the exact rank QoI shows against earlier commits; the ratio to xai-sharp, measured in the
+same run, is the figure to compare on a loaded machine (``load1`` = 1-minute load average).
+
 Last line::
 
     dataset=<name> n=<int> d=<int> qoi=rank max_abs_diff=<f> ms_per_item=<f> xai_sharp_ms_per_item=<f> speedup=<f> fidelity=<f>
@@ -23,7 +29,9 @@ Last line::
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -42,6 +50,31 @@ from explainers.sharp_metrics import method_agreement, method_fidelity  # noqa: 
 from stream.adapters.rankings import load_ranked_catalog, make_synthetic  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+HISTORY = RESULTS / "sharp_history.tsv"
+HISTORY_COLUMNS = ("commit", "date", "load1", "dataset", "n", "items", "ms_per_item", "xai_sharp_ms_per_item",
+                   "ratio", "default_ms_per_item")
+
+
+def current_commit() -> str:
+    """Short hash of the checkout's HEAD, ``+dirty`` when tracked files (other than the history) differ."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", ".",
+                                f":!{HISTORY.relative_to(ROOT)}"], capture_output=True).returncode
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def record_row(path: Path, row: dict) -> None:
+    """Append ``row`` (keys :data:`HISTORY_COLUMNS`) to the TSV at ``path``, writing the header first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a", encoding="utf-8") as fh:
+        if new:
+            fh.write("\t".join(HISTORY_COLUMNS) + "\n")
+        fh.write("\t".join(str(row[c]) for c in HISTORY_COLUMNS) + "\n")
 
 
 def load(name: str, data_dir: str | None):
@@ -90,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--items", type=int, default=50, help="K items explained by both libraries")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--record", nargs="?", const=str(HISTORY), default=None, metavar="TSV",
+                    help=f"append this run's exact-rank row to TSV (default {HISTORY.relative_to(ROOT)})")
     args = ap.parse_args(argv)
 
     cat = load(args.dataset, args.data_dir)
@@ -164,6 +199,12 @@ def main(argv=None) -> int:
               f"bench/results/sharp_{args.dataset}_strata.png ({every.n_instances} items), "
               f"bench/results/sharp_{args.dataset}_pair.png ({pair.instance_ids[0]}: {pair.values[0].round(2).tolist()})")
 
+    if args.record:
+        row = dict(commit=current_commit(), date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+                   load1=f"{os.getloadavg()[0]:.2f}", dataset=args.dataset, n=n, items=K, ms_per_item=f"{ms:.4f}",
+                   xai_sharp_ms_per_item=f"{xms:.3f}", ratio=f"{xms / ms:.2f}", default_ms_per_item=f"{1e3 * t_def / K:.4f}")
+        record_row(Path(args.record), row)
+        print(f"recorded: {args.record}")
     print(f"dataset={args.dataset} n={n} d={d} qoi=rank max_abs_diff={diff:.3g} ms_per_item={ms:.4f} "
           f"xai_sharp_ms_per_item={xms:.3f} speedup={xms / ms:.2f} fidelity={fid20 if fid20 is not None else 1.0:.4f}")
     return 0

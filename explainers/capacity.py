@@ -24,7 +24,9 @@ import time
 import numpy as np
 
 from explainers._result import Explanation
-from learners._mobius import CONSTRAINTS, MAX_FULL_N, SubsetIndex, capacity_from_mobius, constraint_residuals
+from learners._mobius import capacity_from_mobius
+from learners._subsets import MAX_FULL_N, SubsetIndex
+from learners.capacity_constraints import CONSTRAINTS, constraint_residuals
 from learners.exceptions import BudgetError, InvalidInputError, NotFittedError
 
 __all__ = [

@@ -42,7 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
-from learners._mobius import CONSTRAINTS, ConstraintOperator, constraint_matrix
+from learners.capacity_constraints import CONSTRAINTS, ConstraintOperator, constraint_matrix
 from learners.capacity_base import (
     MAX_IMPLICIT_N,
     MinMaxScaler,
@@ -99,7 +99,7 @@ class CapacityRDA(_CapacityLearner):
         Budget on non-zeros of the sparse B (n·3**(n−1) for monotonicity).
     constraint_backend : {"auto", "sparse", "implicit"}, default "auto"
         B as a scipy.sparse CSR matrix, or matrix-free through fast Möbius transforms
-        (:class:`~learners._mobius.ConstraintOperator`, O(n 2**n) per product, no storage);
+        (:class:`~learners.capacity_constraints.ConstraintOperator`, O(n 2**n) per product, no storage);
         "auto" uses the sparse matrix when it fits ``max_nnz``.
 
     Raises

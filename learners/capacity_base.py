@@ -18,14 +18,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from learners._mobius import (
-    AGGREGATIONS,
-    MAX_FULL_N,
-    SubsetIndex,
-    capacity_from_mobius,
-    constraint_residuals,
-    violation,
-)
+from learners._mobius import capacity_from_mobius
+from learners._subsets import AGGREGATIONS, MAX_FULL_N, SubsetIndex
+from learners.capacity_constraints import constraint_residuals, violation
 from learners.base import PreferenceLearner, check_outcome, dict_to_array
 from learners.capacity_solvers import clip_into, hinge_loss, hinge_subgradient_coef
 from learners.capacity_scalers import MinMaxScaler, StandardScaler

@@ -17,6 +17,9 @@ Batches: :meth:`RefittingGPM.learn_many` appends a whole batch (one kernel block
 progressive losses) and the worker checks the refit trigger once per batch;
 :meth:`RefittingGPM.margin_many` predicts a batch with one kernel block against the Nyström centres.
 
+The window itself is :class:`learners.pair_window.PairWindow`; the fit of a copied window (in a
+thread or another process) is :mod:`learners.refit_jobs`.
+
 Indifferent outcomes (y = 0) are counted but not stored (the GPM likelihood has no draws);
 ``weight`` is accepted for API compatibility and ignored (documented limitation).
 """
@@ -32,11 +35,11 @@ import numpy as np
 
 from learners.base import PreferenceLearner, check_outcome, dict_to_array
 from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
+from learners.pair_window import WINDOWS, PairWindow
+from learners.refit_jobs import DEFAULT_MODEL_PARAMS, fit_job, fit_window, refit_process_init
 
+# fit_window / refit_process_init live in learners.refit_jobs and are re-exported here
 __all__ = ["RefittingCGPM", "RefittingGPM", "fit_window", "refit_process_init"]
-
-_DEFAULT_MODEL_PARAMS = {"penalty_grid": (1e-3, 1e-4, 1e-5, 1e-6), "multiplier_grid": (0.5, 1.0, 2.0),
-                         "validation_fraction": 0.1, "max_centres": 1000}
 
 
 class RefittingGPM(PreferenceLearner):
@@ -112,7 +115,7 @@ class RefittingGPM(PreferenceLearner):
         o = type(self).__name__
         check_param(o, "feature_names", feature_names, len(self.feature_names_in) > 0 and len(set(self.feature_names_in)) == len(self.feature_names_in), "a non-empty list of distinct names")
         check_param(o, "window_size", window_size, isinstance(window_size, int) and window_size >= 2, "an int >= 2")
-        check_param(o, "window", window, window in ("sliding", "reservoir"), "one of 'sliding', 'reservoir'")
+        check_param(o, "window", window, window in WINDOWS, "one of 'sliding', 'reservoir'")
         check_param(o, "refit_every", refit_every, refit_every is None or (isinstance(refit_every, int) and refit_every >= 1), "None or an int >= 1")
         check_param(o, "refit_interval_s", refit_interval_s, refit_interval_s is None or refit_interval_s > 0, "None or a float in (0, inf)")
         check_param(o, "min_train", min_train, isinstance(min_train, int) and 2 <= min_train <= window_size, "an int in [2, window_size]")
@@ -123,13 +126,7 @@ class RefittingGPM(PreferenceLearner):
         self._p = 0 if self.context_names is None else len(self.context_names)
         self._lock = threading.Lock()
         self._rng = np.random.default_rng(seed)
-        self._XL = np.zeros((window_size, self._d))
-        self._XR = np.zeros((window_size, self._d))
-        self._U = np.zeros((window_size, self._p))
-        self._y = np.zeros(window_size)
-        self._len = 0          # stored pairs
-        self._head = 0         # next slot (sliding window)
-        self._n_strict = 0     # strict pairs offered to the window so far (reservoir counter)
+        self._window = PairWindow(window_size, self._d, self._p, window, self._rng)
         self._n_seen = 0
         self._since = 0
         self._last_refit_t = time.monotonic()
@@ -164,7 +161,7 @@ class RefittingGPM(PreferenceLearner):
 
     @property
     def n_window(self) -> int:
-        return self._len
+        return self._window.len
 
     @property
     def n_seen(self) -> int:
@@ -221,20 +218,7 @@ class RefittingGPM(PreferenceLearner):
                 if self._adwin.drift_detected:
                     self._drift_flag = True
         with self._lock:
-            self._n_strict += 1
-            if self.window == "sliding":
-                slot = self._head
-                self._head = (self._head + 1) % self.window_size
-                self._len = min(self._len + 1, self.window_size)
-            elif self._len < self.window_size:
-                slot = self._len
-                self._len += 1
-            else:
-                j = int(self._rng.integers(0, self._n_strict))
-                if j >= self.window_size:
-                    return
-                slot = j
-            self._XL[slot], self._XR[slot], self._U[slot], self._y[slot] = xl, xr, u, y
+            self._window.append(xl[None], xr[None], u[None], np.array([float(y)]))
 
     def _check_many(self, X_left, X_right, context):
         """Float arrays (n, d), (n, d), (n, p) of a batch, checked like :meth:`_arrays` checks a row."""
@@ -289,7 +273,7 @@ class RefittingGPM(PreferenceLearner):
             Before the first refit, as :meth:`predict_proba_one`.
         """
         if self._model is None:
-            raise NotFittedError(f"{type(self).__name__} has not been refitted yet ({self._len} pairs stored, "
+            raise NotFittedError(f"{type(self).__name__} has not been refitted yet ({self._window.len} pairs stored, "
                                  f"min_train={self.min_train}).")
         return super().predict_proba_many(X_left, X_right, context)
 
@@ -300,7 +284,7 @@ class RefittingGPM(PreferenceLearner):
         model (the model does not change inside a batch: refits are separate calls, and the worker
         asks :meth:`wants_refit` once per batch). ADWIN sees the losses in row order. The sliding
         window is written with one fancy-indexed assignment; the reservoir draws its random slots
-        row by row in the loop's order. ``weight`` is checked and ignored, as in :meth:`learn_one`.
+        row by row in the loop's order (:meth:`learners.pair_window.PairWindow.append`). ``weight`` is checked and ignored, as in :meth:`learn_one`.
 
         Raises
         ------
@@ -343,26 +327,7 @@ class RefittingGPM(PreferenceLearner):
                     if adwin.drift_detected:
                         self._drift_flag = True
         with self._lock:
-            if self.window == "sliding":
-                ws = self.window_size
-                take = slice(max(0, k - ws), k)  # only the last window_size rows survive
-                pos = (self._head + max(0, k - ws) + np.arange(min(k, ws))) % ws
-                self._XL[pos], self._XR[pos], self._U[pos], self._y[pos] = XL[take], XR[take], U[take], Y[take]
-                self._head = (self._head + k) % ws
-                self._len = min(self._len + k, ws)
-                self._n_strict += k
-                return
-            for i in range(k):  # reservoir: Algorithm R, one draw per row as in learn_one
-                self._n_strict += 1
-                if self._len < self.window_size:
-                    slot = self._len
-                    self._len += 1
-                else:
-                    j = int(self._rng.integers(0, self._n_strict))
-                    if j >= self.window_size:
-                        continue
-                    slot = j
-                self._XL[slot], self._XR[slot], self._U[slot], self._y[slot] = XL[i], XR[i], U[i], Y[i]
+            self._window.append(XL, XR, U, Y)
 
     def margin_one(self, x_left, x_right, context=None) -> float:
         """g(x_left, x_right[, context]) from the current fitted model; 0.0 before the first fit."""
@@ -379,14 +344,14 @@ class RefittingGPM(PreferenceLearner):
             validation skips such events instead of scoring a constant 0.5).
         """
         if self._model is None:
-            raise NotFittedError(f"{type(self).__name__} has not been refitted yet ({self._len} pairs stored, "
+            raise NotFittedError(f"{type(self).__name__} has not been refitted yet ({self._window.len} pairs stored, "
                                  f"min_train={self.min_train}).")
         return super().predict_proba_one(x_left, x_right, context)
 
     # ------------------------------------------------------------ refit protocol
     def wants_refit(self) -> bool:
         """True when a refit is due (count, time or drift trigger) and enough strict pairs are stored."""
-        if self._refitting or self._len < self.min_train:
+        if self._refitting or self._window.len < self.min_train:
             return False
         if self._model is None:
             return True
@@ -418,7 +383,7 @@ class RefittingGPM(PreferenceLearner):
         """
         job = self.refit_begin()
         try:
-            model = _fit(job)
+            model = fit_job(job)
         except BaseException:
             self.refit_abort()
             raise
@@ -433,15 +398,14 @@ class RefittingGPM(PreferenceLearner):
         """
         with self._lock:
             self._refitting = True
-            n = self._len
-            XL, XR, U, y = self._XL[:n].copy(), self._XR[:n].copy(), self._U[:n].copy(), self._y[:n].copy()
+            XL, XR, U, y = self._window.copy()
             trigger = ("first" if self._model is None else "drift" if self._drift_flag else
                        "count" if self.refit_every is not None and self._since >= self.refit_every else "time")
             self._since = 0
             self._drift_flag = False
             self._last_refit_t = time.monotonic()
         device = self._resolve_device()
-        params = dict(_DEFAULT_MODEL_PARAMS)
+        params = dict(DEFAULT_MODEL_PARAMS)
         params.update(self.model_params or {})
         params.setdefault("dtype", "float32" if device.startswith("cuda") else "float64")
         params["device"] = device
@@ -492,14 +456,13 @@ class RefittingGPM(PreferenceLearner):
         5000-pair window of 20 features plus 1000 centres takes well under 8 MB.
         """
         with self._lock:
-            n = self._len
-            order = np.arange(n) if (self.window != "sliding" or n < self.window_size) else (np.arange(n) + self._head) % n
-            arrays = {"window_left": self._XL[order].astype(np.float32), "window_right": self._XR[order].astype(np.float32),
-                      "window_context": self._U[order].astype(np.float32), "window_y": self._y[order].astype(np.int8)}
+            XL, XR, U, y = self._window.arrays()
+            arrays = {"window_left": XL.astype(np.float32), "window_right": XR.astype(np.float32),
+                      "window_context": U.astype(np.float32), "window_y": y.astype(np.int8)}
             model = self._model
         meta = {"model_name": self.model_name, "feature_names": self.feature_names, "context_names": self.context_names,
                 "params": self._params(), "model_version": self._version, "n_seen": self._n_seen,
-                "n_strict": self._n_strict, "fitted": model is not None, "model": None}
+                "n_strict": self._window.n_offered, "fitted": model is not None, "model": None}
         if model is not None:
             ms = model.state_dict(float32=True)
             meta["model"] = ms["meta"]
@@ -524,15 +487,9 @@ class RefittingGPM(PreferenceLearner):
             p = dict(meta["params"])
             klass = RefittingCGPM if meta["context_names"] is not None else RefittingGPM
             obj = klass(meta["feature_names"], meta["context_names"], **p)
-            n = int(arr["window_y"].shape[0])
-            n = min(n, obj.window_size)
-            obj._XL[:n] = arr["window_left"][:n]
-            obj._XR[:n] = arr["window_right"][:n]
-            if obj._p:
-                obj._U[:n] = arr["window_context"][:n]
-            obj._y[:n] = arr["window_y"][:n]
-            obj._len, obj._head = n, n % obj.window_size
-            obj._n_seen, obj._n_strict = int(meta["n_seen"]), int(meta["n_strict"])
+            obj._window.restore(arr["window_left"], arr["window_right"], arr["window_context"] if obj._p else None,
+                                arr["window_y"], meta["n_strict"])
+            obj._n_seen = int(meta["n_seen"])
             obj._version = int(meta["model_version"])
             if meta["fitted"]:
                 marr = {k[len("model."):]: v for k, v in arr.items() if k.startswith("model.")}
@@ -552,38 +509,6 @@ class RefittingCGPM(RefittingGPM):
     def __init__(self, feature_names: Sequence[str], context_names: Sequence[str], **kwargs):
         check_param("RefittingCGPM", "context_names", context_names, context_names is not None and len(context_names) > 0, "a non-empty list of context feature names")
         super().__init__(feature_names, context_names, **kwargs)
-
-
-def _fit(job: dict):
-    """Fit the GPM / C-GPM of a :meth:`RefittingGPM.refit_begin` job; the fitted model."""
-    from learners.gpm import CGPM, GPM
-
-    if job["context_names"]:
-        return CGPM(job["feature_names"], job["context_names"], **job["params"]).fit(job["XL"], job["XR"], job["y"],
-                                                                                      job["U"])
-    return GPM(job["feature_names"], **job["params"]).fit(job["XL"], job["XR"], job["y"])
-
-
-def refit_process_init(niceness: int = 10) -> None:
-    """Initializer of a refit worker process: lower its CPU priority (POSIX ``nice``) so that, on a
-    busy machine, the learner's own process wins the core when both want it."""
-    import os
-
-    try:
-        os.nice(int(niceness))
-    except (AttributeError, OSError):  # not POSIX, or not permitted: run at normal priority
-        pass
-
-
-def fit_window(job: dict) -> dict:
-    """Fit a refit job and return the model's state dict (float64): for a worker process.
-
-    Runs with torch limited to one thread (the learner keeps the other core).
-    """
-    import torch
-
-    torch.set_num_threads(1)
-    return _fit(job).state_dict()
 
 
 def _jsonable(d):

@@ -1,19 +1,28 @@
 """``prefstream run``: the same learners and explainers over a file, without Kafka.
 
 For users who want a batch replay of logged data. The file's records go, in order, through the
-very state machines the workers run (:class:`stream.workers.learner.LearnerCore` and
+very state machines the workers run (:class:`stream.workers.learner_core.LearnerCore` and
 :class:`stream.workers.explainer.ExplainerCore`): validation with dead letters, progressive
 validation, learning, snapshots every ``snapshot_every_events``, refits (inline), and sampled
 explanations. The output file receives the same explanation records (``explanation.v1``) as the
 output topic, one JSON object per line; dead letters go to ``<output>.dead-letters.jsonl``.
 
-Order of work per record: learn (and publish a snapshot when due), then maybe explain with the
-latest published snapshot — the explainer never sees a model newer than a snapshot, as in the
-stream.
+File mode is stream mode: the records are taken in micro-batches of ``batch_max_events``, as the
+learner worker takes them from Kafka, and each batch goes through
+:meth:`LearnerCore.process_batch <stream.workers.learner_core.LearnerCore.process_batch>` — one
+decode-and-validate pass, per model one ``predict_proba_many`` on the pre-batch state (progressive
+validation) and one ``learn_many``, the refit trigger checked once — so the models and progressive
+metrics equal those of a worker that received the same batches (``tests/test_batch_file_mode.py``).
+
+Order of work per batch: learn (and publish a snapshot when due), then explain the batch's sampled
+events with the latest published snapshot — the explainer never sees a model newer than a snapshot,
+as in the stream — in calls of at most :data:`EXPLAIN_BATCH_MAX` events per method (one
+``fn(learner, examples, ctx)`` call explains them together; click sessions one session per call).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import statistics
@@ -24,9 +33,12 @@ from typing import Any, Iterator
 
 from learners.exceptions import InvalidParameterError
 
-__all__ = ["BatchResult", "progressive_values", "run_batch"]
+__all__ = ["EXPLAIN_BATCH_MAX", "BatchResult", "progressive_values", "run_batch"]
 
 log = logging.getLogger(__name__)
+
+#: Most sampled events explained by one call of an explainer (bounded memory and call time).
+EXPLAIN_BATCH_MAX = 8
 
 
 @dataclass
@@ -47,11 +59,16 @@ class BatchResult:
     progress: list = field(default_factory=list)
     final: dict = field(default_factory=dict)
     seconds: float = 0.0
+    #: seconds until the last record was learned (before waiting for a refit in flight)
+    learn_seconds: float = 0.0
+    #: per model, the learner at the end of the run (not part of the summary)
+    learners: dict = field(default_factory=dict, repr=False)
 
     def summary(self) -> dict:
         """JSON-able summary for :func:`stream.report.write_report`."""
         out: dict[str, Any] = {"records": self.records, "dead_letters": self.dead_letters, "duplicates": self.duplicates,
-                               "seconds": round(self.seconds, 2), "refits": self.refits,
+                               "seconds": round(self.seconds, 2), "learn_seconds": round(self.learn_seconds, 2),
+                               "refits": self.refits,
                                "explanations": sum(self.explanations.values())}
         for m, n in self.learned.items():
             out[f"learned[{m}]"] = n
@@ -85,7 +102,7 @@ def _raw_records(path: Path, kind: str) -> Iterator[tuple[int, bytes]]:
 
 def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None, kind: str = "preference",
               items_path: str | Path | None = None, progress: bool = True, progress_every: int = 200,
-              report_dir: str | Path | None = None) -> BatchResult:
+              report_dir: str | Path | None = None, inline_refits: bool = False) -> BatchResult:
     """Learn from and explain a file of contract records; write explanation records to ``output_path``.
 
     Parameters
@@ -108,6 +125,15 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         Record progressive metrics every this many records (for the report's curve).
     report_dir : path, optional
         Also write the HTML report there (:func:`stream.report.write_report`).
+    inline_refits : bool
+        ``False`` (default): refits run where the worker runs them (``refit_executor``: a spawned
+        process, or a thread) while learning goes on; the run waits for the last one at the end.
+        Which batch a refitted model first scores then depends on timing, as in the worker.
+        ``True``: each refit runs to completion where it is triggered, so a run is reproducible
+        (and slower: a GPM refit blocks learning). With ``refit_executor = "PROCESS"`` the refit
+        process is *spawned*: a script that calls ``run_batch`` must do so under
+        ``if __name__ == "__main__":`` (the child imports the script's main module), as every
+        ``multiprocessing`` program must; ``prefstream run`` does.
 
     Returns
     -------
@@ -121,9 +147,11 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     from tqdm import tqdm
 
     from stream.models import register_all
+    from stream.contract import DeadLetter
+    from stream.ingest import parse_batch
     from stream.settings import Settings
     from stream.workers.explainer import ExplainerCore
-    from stream.workers.learner import LearnerCore
+    from stream.workers.learner_core import LearnerCore
 
     if kind not in ("preference", "click"):
         raise InvalidParameterError(f"The 'kind' parameter of run_batch must be 'preference' or 'click'. Got {kind!r} instead.")
@@ -136,7 +164,12 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         raise InvalidParameterError(f"Output {str(out)!r} is a directory; pass a file path such as {str(out / 'explanations.jsonl')!r}.")
     settings = settings or Settings.load()
     register_all()  # the built-in models and explainers (stream.models)
-    learner = LearnerCore(settings)
+    refits = _Refits(settings, inline_refits)
+    try:
+        learner = LearnerCore(settings, **refits.core_kwargs())
+    except BaseException:
+        refits.__exit__(None, None, None)
+        raise
     explainer = ExplainerCore(settings)
     topic = settings.topic_clicks if kind == "click" else settings.topic_preferences
     st = learner.new_source(topic, 0, {})
@@ -172,39 +205,51 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         fo, fd = open(out, "w", encoding="utf-8"), open(dead_path, "w", encoding="utf-8")
     except OSError as exc:
         raise InvalidParameterError(f"Cannot write the output {str(out)!r}: {exc.strerror}. Choose a writable file path.") from None
-    with fo, fd:
+    batch_max = int(settings.batch_max_events)
+    with fo, fd, refits:
         bar = tqdm(total=total, disable=not progress, unit="rec", desc=f"prefstream run {inp.name}")
-        for offset, (_line, raw) in enumerate(_raw_records(inp, kind)):
-            res.records += 1
-            for dl in learner.process(st, offset, raw):
+        next_point = progress_every
+        for chunk in _micro_batches(_raw_records(inp, kind), batch_max):
+            res.records += len(chunk)
+            # preference events are decoded once, for the learner and the explainer's sample
+            parsed = None if kind == "click" else parse_batch(st.kind, [raw for _, raw in chunk], learner.catalog,
+                                                              settings.max_message_bytes, learner.click_expander)
+            for dl in learner.process_batch(st, [(off, raw, None, None) for off, raw in chunk], parsed):
                 res.dead_letters += 1
                 fd.write(json.dumps(dl) + "\n")
+            refits.poll()  # install the refits that finished meanwhile (the worker's event loop does it)
             if learner.snapshot_due(st):
                 publish()
-            job = explainer.on_click(raw) if kind == "click" else explainer.on_preference(raw)
-            if job is not None and (st.since_snapshot > 0 or st.force) and any(m not in explainer.parts for m in st.slots):
-                publish()  # a model not published yet: snapshot now rather than skip the event (short files)
-            if job is not None:
+            if parsed is None:
+                jobs = [explainer.on_click(raw) for _off, raw in chunk]
+            else:
+                jobs = [explainer.offer(r[0]) for r in parsed if not isinstance(r, DeadLetter)]
+            jobs = [job for job in jobs if job is not None]
+            if jobs and (st.since_snapshot > 0 or st.force) and any(m not in explainer.parts for m in st.slots):
+                publish()  # a model not published yet: snapshot now rather than skip the events (short files)
+            for job in _explain_jobs(jobs, EXPLAIN_BATCH_MAX):
                 plan = explainer.plan(job)
-                if plan:
-                    t1 = time.perf_counter()
-                    recs = explainer.explain(job, plan)
-                    for rec in recs:
-                        fo.write(json.dumps(rec) + "\n")
-                        all_records.append(rec)
-                        res.explanations[rec["method"]] = res.explanations.get(rec["method"], 0) + 1
-                        res.latency_ms.setdefault(rec["method"], []).append(1e3 * float(rec.get("compute_time_s", 0.0)))
-                    del t1
-            if progress_every and res.records % progress_every == 0:
+                if not plan:
+                    continue
+                for rec in explainer.explain(job, plan):
+                    fo.write(json.dumps(rec) + "\n")
+                    all_records.append(rec)
+                    res.explanations[rec["method"]] = res.explanations.get(rec["method"], 0) + 1
+                    res.latency_ms.setdefault(rec["method"], []).append(1e3 * float(rec.get("compute_time_s", 0.0)))
+            if progress_every and res.records >= next_point:
                 snapshot_progress(res.records)
-            bar.update(1)
+                next_point = (res.records // progress_every + 1) * progress_every
+            bar.update(len(chunk))
         bar.close()
+        res.learn_seconds = time.perf_counter() - t0
+        refits.drain(st)
         if st.since_snapshot > 0 or st.force:
             publish()
     snapshot_progress(res.records)
     res.tally = {m: dict(t) for m, t in learner.tally.items()}
     res.duplicates = max((t["duplicates"] for t in res.tally.values()), default=0)
     for name, slot in st.slots.items():
+        res.learners[name] = slot.learner
         res.learned[name] = slot.count
         res.final[name] = progressive_values(*learner.progressive[name])
         if slot.count == 0:
@@ -232,6 +277,70 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
                 fh.write(json.dumps(rec) + "\n")
         write_report(rd, {"input": str(inp), **res.summary()}, all_records)
     return res
+
+
+class _Refits:
+    """Where :func:`run_batch`'s refits run: inline, or on the worker's executors (:mod:`stream.workers.refits`)
+    with an event loop that :meth:`poll` turns between batches to install finished refits."""
+
+    def __init__(self, settings, inline: bool):
+        self.loop = self.executor = self.pool = None
+        if not inline:
+            from stream.workers.refits import refit_executors
+
+            self.loop = asyncio.new_event_loop()
+            self.executor, self.pool = refit_executors(settings)
+
+    def core_kwargs(self) -> dict:
+        return {"loop": self.loop, "executor": self.executor, "refit_pool": self.pool}
+
+    def poll(self) -> None:
+        if self.loop is not None:
+            self.loop.run_until_complete(asyncio.sleep(0))
+
+    def drain(self, st) -> None:
+        """Wait until no refit of ``st``'s models is in flight (each finishes or fails, then installs)."""
+        while self.loop is not None and any(slot.refit_running for slot in st.slots.values()):
+            self.loop.run_until_complete(asyncio.sleep(0.05))
+
+    def __enter__(self) -> "_Refits":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.loop is not None:
+            from stream.workers.refits import shutdown_executors
+
+            shutdown_executors(self.executor, self.pool)
+            self.loop.close()
+
+
+def _micro_batches(records: Iterator[tuple[int, bytes]], size: int) -> Iterator[list[tuple[int, bytes]]]:
+    """``(offset, raw)`` lists of at most ``size`` records; the offset is the record's index in the file."""
+    chunk: list[tuple[int, bytes]] = []
+    for offset, (_line, raw) in enumerate(records):
+        chunk.append((offset, raw))
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _explain_jobs(jobs: list, size: int) -> Iterator:
+    """Sampled preference jobs merged into jobs of at most ``size`` events; session jobs as they are."""
+    from stream.workers.explainer import ExplainJob
+
+    pending: list = []
+    for job in jobs:
+        if job.session or job.models is not None or job.methods is not None or job.params:
+            yield job
+            continue
+        pending.extend(job.examples)
+        while len(pending) >= size:
+            yield ExplainJob(pending[:size], origin=job.origin)
+            pending = pending[size:]
+    if pending:
+        yield ExplainJob(pending, origin="sample")
 
 
 def progressive_values(acc, ll, auc) -> dict[str, float | None]:

@@ -373,8 +373,10 @@ def run_cmd(
     set_: Optional[List[str]] = SetOpt,
     param: Optional[List[str]] = ParamOpt,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    inline_refits: bool = typer.Option(False, "--inline-refits",
+                                       help="Run each refit where it is triggered (reproducible, slower)."),
 ):
-    """Learn and explain a file without Kafka (same learners, explainers and records as the workers)."""
+    """Learn and explain a file without Kafka (same learners, explainers, micro-batches and records as the workers)."""
     from stream.batch import run_batch
 
     o = _parse_sets(set_)
@@ -384,7 +386,8 @@ def run_cmd(
         o["explain_sample_rate"] = sample_rate
     s = _settings(config, _with_params(config, o, param))
     try:
-        res = run_batch(input, output, settings=s, kind=kind, items_path=items, progress=not quiet, report_dir=report_dir)
+        res = run_batch(input, output, settings=s, kind=kind, items_path=items, progress=not quiet, report_dir=report_dir,
+                        inline_refits=inline_refits)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -123,9 +123,10 @@ def test_gpm_learn_many_equals_the_learn_one_loop_and_batch_margins_are_one_kern
         b.learn_many(XL[s0:s0 + (150 if s0 == 250 else 1 if s0 == 400 else 249 if s0 == 401 else 50)],
                      XR[s0:s0 + (150 if s0 == 250 else 1 if s0 == 400 else 249 if s0 == 401 else 50)],
                      y[s0:s0 + (150 if s0 == 250 else 1 if s0 == 400 else 249 if s0 == 401 else 50)])
-    assert (a.n_seen, a.n_window, a._head, a._n_strict) == (b.n_seen, b.n_window, b._head, b._n_strict)
-    np.testing.assert_array_equal(a._XL, b._XL)
-    np.testing.assert_array_equal(a._y, b._y)
+    wa, wb = a._window, b._window
+    assert (a.n_seen, a.n_window, wa.head, wa.n_offered) == (b.n_seen, b.n_window, wb.head, wb.n_offered)
+    np.testing.assert_array_equal(wa._XL, wb._XL)
+    np.testing.assert_array_equal(wa._y, wb._y)
     assert a._loss_sum == pytest.approx(b._loss_sum, rel=1e-12) and a._loss_n == b._loss_n
     one = [a.margin_one(p, q) for p, q in zip(rows(XL[:64]), rows(XR[:64]))]
     np.testing.assert_allclose(a.margin_many(XL[:64], XR[:64]), one, rtol=1e-10, atol=1e-12)
@@ -295,8 +296,8 @@ def test_gpm_refit_in_a_worker_process_installs_the_same_model_as_in_process():
         st, slot = asyncio.run(go(pool))
     assert slot.learner.model_version == 1 and st.force and slot.count == 200
     ref = RefittingGPM(NAMES, **params)  # the same window fitted in this process
-    XL, XR = slot.learner._XL[:150], slot.learner._XR[:150]
-    ref.learn_many(XL, XR, slot.learner._y[:150])
+    XL, XR = slot.learner._window._XL[:150], slot.learner._window._XR[:150]
+    ref.learn_many(XL, XR, slot.learner._window._y[:150])
     ref.refit()
     np.testing.assert_allclose(slot.learner.margin_many(XL[:20], XR[:20]), ref.margin_many(XL[:20], XR[:20]),
                                rtol=1e-8, atol=1e-10)

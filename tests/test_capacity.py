@@ -12,12 +12,11 @@ from scipy.optimize import minimize
 from learners._mobius import (
     SubsetIndex,
     capacity_from_mobius,
-    constraint_matrix,
-    constraint_residuals,
     mobius_from_capacity,
     mobius_transform,
     zeta_transform,
 )
+from learners.capacity_constraints import constraint_matrix, constraint_residuals
 from learners.capacity import CapacityFOBOS, CapacityRDA, choquet_from_capacity
 from learners.capacity_solvers import (
     fobos_step,
@@ -509,7 +508,7 @@ def test_lp_column_generation_reaches_the_direct_optimum():
 
 
 def test_matrix_free_constraint_operator_equals_sparse_B_and_gives_same_admm_run():
-    from learners._mobius import ConstraintOperator
+    from learners.capacity_constraints import ConstraintOperator
 
     for n, k in [(3, None), (4, None), (5, 2)]:
         idx = SubsetIndex(n, k)

@@ -38,7 +38,9 @@ def train_run(tmp_path_factory):
         bad["left"]["features"]["price"] = 1e400                       # overflow → non-finite → dead letter
         f.write(json.dumps(bad).replace("inf", "1e400") + "\n")
     out = d / "out.jsonl"
-    res = run_batch(inp, out, settings=_settings(ds), progress=False, report_dir=d / "report")
+    # refits inline: 402 events are learned long before a background GPM refit would land, and these
+    # tests check what the explainers emit for both models
+    res = run_batch(inp, out, settings=_settings(ds), progress=False, report_dir=d / "report", inline_refits=True)
     records = [json.loads(line) for line in open(out)]
     return ds, res, records, d
 
@@ -107,7 +109,9 @@ def test_click_sessions_give_categorical_values(tmp_path):
             chosen = trips[0]["id"] if ds.outcome[k] == 1 else trips[1]["id"]
             f.write(json.dumps({"schema_version": 1, "session_id": f"s{k}", "timestamp": 1.6e9 + k, "shown": trips,
                                 "clicked": [chosen]}) + "\n")
-    s = _settings(ds, rate=0.1, models=["capacity"])
+    # micro-batches of 50 sessions, as a worker would take them: the first batch is scored by the
+    # untrained model (p = 1/2, counted wrong), the later ones by a learned one
+    s = _settings(ds, rate=0.1, models=["capacity"], batch_max_events=50)
     res = run_batch(inp, tmp_path / "out.jsonl", settings=s, kind="click", progress=False)
     recs = [json.loads(line) for line in open(tmp_path / "out.jsonl")]
     cat = [r for r in recs if r["method"] == "distributional-categorical"]

@@ -353,6 +353,40 @@ def test_one_vectorised_call_per_chunk_and_chunking_invariance():
     assert calls == [3 * 14]
 
 
+def test_score_rows_from_the_scorer_or_one_call_per_block():
+    """A plain callable is called once per block of max_rows hybrids; a learner scorer in blocks of its
+    ``score_rows`` (512); an explicit ``score_rows`` wins. The values do not depend on the blocks."""
+    X = small_catalog(n=60, d=4, seed=11)
+    calls = []
+
+    class Model:
+        def score(self, A):
+            calls.append(A.shape[0])
+            return nonlinear(A)
+
+    def f(A):
+        calls.append(A.shape[0])
+        return nonlinear(A)
+
+    plain = SharpExplainer(f, X)
+    assert plain.score_rows == plain.max_rows
+    calls.clear()
+    e = plain.explain([3, 7], "rank")
+    assert calls == [2 * 14 * 60]
+    scorer = learner_score_fn(Model())
+    assert scorer.score_rows == 512
+    by_scorer = SharpExplainer(scorer, X)
+    calls.clear()
+    e2 = by_scorer.explain([3, 7], "rank")
+    assert calls == [512, 512, 512, 2 * 14 * 60 - 3 * 512]
+    explicit = SharpExplainer(f, X, score_rows=100)
+    calls.clear()
+    e3 = explicit.explain([3, 7], "rank")
+    assert max(calls) == 100 and sum(calls) == 2 * 14 * 60
+    np.testing.assert_array_equal(e.values, e2.values)
+    np.testing.assert_array_equal(e.values, e3.values)
+
+
 def test_rank_counter_equals_searchsorted():
     rng = np.random.default_rng(0)
     for trial in range(60):

@@ -15,6 +15,8 @@ from explainers.exceptions import InvalidInputError
 from explainers.sharp.explainer import DEFAULT_MAX_ROWS, SharpExplainer
 from explainers.sharp.ranks import rank_strata
 
+LEARNER_SCORE_ROWS = 512          # rows per call of a learner scorer (cache-sized blocks)
+
 __all__ = ["explain", "explain_pairwise", "learner_score_fn", "strata_summary"]
 
 
@@ -40,13 +42,35 @@ def learner_score_fn(learner: Any, baseline: Any = None) -> Callable[[np.ndarray
     Returns
     -------
     callable
-        ``f(X (N, d)) -> (N,)`` float64 scores.
+        ``f(X (N, d)) -> (N,)`` float64 scores, with ``score_rows = 512`` (its preferred rows per call).
 
     Raises
     ------
     InvalidInputError
         If the learner offers none of these methods.
     """
+    fn = _learner_scorer(learner, baseline)
+    if fn is None:
+        raise InvalidInputError(f"{type(learner).__name__} has no score(X), margins/margin(XL, XR) or margin_one with "
+                                "feature_names; pass a scoring callable X -> scores instead.")
+    return _ModelScorer(fn)
+
+
+class _ModelScorer:
+    """A learner's scoring callable with the block size it prefers (``score_rows``, read by
+    :class:`SharpExplainer`): model scorers build per-row intermediates, so cache-sized blocks of
+    512 rows score a 26-feature capacity model ~4× faster than one call of 65,536 rows."""
+
+    score_rows = LEARNER_SCORE_ROWS
+
+    def __init__(self, fn: Callable[[np.ndarray], np.ndarray]):
+        self.fn = fn
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return self.fn(X)
+
+
+def _learner_scorer(learner: Any, baseline: Any) -> Callable[[np.ndarray], np.ndarray] | None:
     score = getattr(learner, "score", None)
     if callable(score):
         return lambda X: np.asarray(score(np.ascontiguousarray(X)), dtype=np.float64).reshape(-1)
@@ -63,8 +87,7 @@ def learner_score_fn(learner: Any, baseline: Any = None) -> Callable[[np.ndarray
         right = dict(zip(names, b.tolist()))
         return lambda X: np.array([one(dict(zip(names, row)), right) for row in np.asarray(X, dtype=np.float64).tolist()],
                                   dtype=np.float64)
-    raise InvalidInputError(f"{type(learner).__name__} has no score(X), margins/margin(XL, XR) or margin_one with "
-                            "feature_names; pass a scoring callable X -> scores instead.")
+    return None
 
 
 def explain(score_fn: Callable, X: Any, items: Any, qoi: str = "rank", *, feature_names: Sequence[str] | None = None,

@@ -103,13 +103,12 @@ class _GamesMixin:
             if rank_counts:
                 # rank = 1 + n - #{catalog <= s + tol} (min) or 1 + n - #{catalog < s - tol} (max), minus the
                 # removed item's own count; averaged as integer sums, no float ranks materialised
-                if self.ties == "min":
-                    q = self._counter.count_le(s + tol if tol else s)
-                else:
-                    q = self._counter.count_lt(s - tol if tol else s)
+                # the needle s ± tol, computed once for the count and the removed item's comparison
+                x = (s + tol if self.ties == "min" else s - tol) if tol else s
+                q = self._counter.count_le(x) if self.ties == "min" else self._counter.count_lt(x)
                 if s_excl is not None:
                     ex = s_excl[b0:b1, None, None]
-                    q += (ex > s + tol) if self.ties == "min" else (ex >= s - tol)
+                    q += (ex > x) if self.ties == "min" else (ex >= x)
                 tot = q.sum(axis=-1, dtype=np.int64).astype(np.float64)
             else:
                 q = self._qoi(s, None if s_excl is None else s_excl[b0:b1], qoi, k)
@@ -117,7 +116,7 @@ class _GamesMixin:
             dr = drop[b0:b1]
             if dr.any():                         # take out the explained item's own reference row
                 zc = np.where(dr, zero_col[b0:b1], 0)
-                own = np.take_along_axis(q, np.broadcast_to(zc[:, None, None], (b1 - b0, c1 - c0, 1)), axis=2)[..., 0]
+                own = q[np.arange(b1 - b0), :, zc]                       # (B', C): row zc[b] of item b
                 tot -= own * dr[:, None]
             mean = tot * inv_k[b0:b1, None]
             Q[b0:b1, pos[c0:c1]] = (self.n + 1.0) - mean if rank_counts else mean

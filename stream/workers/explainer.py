@@ -185,7 +185,7 @@ class ExplainerCore:
         try:
             ex = parse_preference(value, self.catalog, max_bytes=self.settings.max_message_bytes)
         except DeadLetter:
-            return None
+            return None  # the learner dead-letters it
         self.observe(ex)
         return ex
 
@@ -222,6 +222,14 @@ class ExplainerCore:
         """Parse a preference event, feed the reservoir, and maybe sample it for explanation."""
         ex = self.parse_event(value)
         if ex is None or not self.sampled(ex.event_id):
+            return None
+        return ExplainJob([ex], origin="sample")
+
+    def offer(self, ex) -> ExplainJob | None:
+        """An example decoded elsewhere (``prefstream run`` decodes once for learner and explainer):
+        feed the reservoir and sample it by its id, as :meth:`on_preference` does."""
+        self.observe(ex)
+        if not self.sampled(ex.event_id):
             return None
         return ExplainJob([ex], origin="sample")
 

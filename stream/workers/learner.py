@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 
@@ -234,19 +233,12 @@ def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: 
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
     metrics = build_metrics()
     start_metrics_server(settings.port_for("learner"), metrics.registry)
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-refit")
-    pool = None
-    if settings.refit_executor == "PROCESS":  # refits fit in a spawned process: they never hold the learner's GIL
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+    from stream.workers.refits import refit_executors, shutdown_executors
 
-        from learners.refit import refit_process_init
-
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=refit_process_init)
+    # refits fit in a spawned process by default: they never hold the learner's GIL
+    executor, pool = refit_executors(settings)
     core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor, refit_pool=pool)
     try:
         return asyncio.run(LearnerLoop(core).run())
     finally:
-        executor.shutdown(wait=False, cancel_futures=True)
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        shutdown_executors(executor, pool)

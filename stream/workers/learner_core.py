@@ -216,7 +216,7 @@ class LearnerCore:
         """Validate and learn one input message of ``st`` (a batch of one, :meth:`process_batch`)."""
         return self.process_batch(st, [(offset, value, ack_token, None)])
 
-    def process_batch(self, st: SourceState, records: Sequence[tuple]) -> list[dict]:
+    def process_batch(self, st: SourceState, records: Sequence[tuple], parsed: Sequence | None = None) -> list[dict]:
         """Validate and learn a micro-batch of input messages of ``st``, in offset order.
 
         Parameters
@@ -226,6 +226,8 @@ class LearnerCore:
             ``ack_token`` (or None) is acknowledged once a delivered snapshot covers the offset;
             ``arrived`` is the ``time.perf_counter()`` at which the worker received the message
             (None: the start of this call), for the arrival → learned latency histogram.
+        parsed : sequence, optional
+            :func:`stream.ingest.parse_batch` of ``records`` if the caller decoded them (``prefstream run``).
 
         Returns
         -------
@@ -253,7 +255,8 @@ class LearnerCore:
             if tok is not None:
                 st.pending.append((int(off), tok))
         floor = max(st.published_next, min(s.next_offset for s in st.slots.values()))
-        todo = [(int(off), v, t_start if a is None else a) for off, v, _t, a in records if int(off) >= floor]
+        keep = [k for k, r in enumerate(records) if int(r[0]) >= floor]
+        todo = [(int(records[k][0]), records[k][1], t_start if records[k][3] is None else records[k][3]) for k in keep]
         if not todo:
             return []
         fresh_from = st.next_offset
@@ -262,7 +265,7 @@ class LearnerCore:
             log.warning("source %s: offset gap %d -> %d (retention or transactional markers?)", st.source,
                         fresh_from, first)
         parsed = parse_batch(st.kind, [v for _, v, _ in todo], self.catalog, self.settings.max_message_bytes,
-                             self.click_expander)
+                             self.click_expander) if parsed is None else [parsed[k] for k in keep]
         # flatten: examples with the index of their message
         examples, owner = [], []
         out: list[dict] = []
