@@ -12,8 +12,8 @@ the kernel blocks:
   product per chunk of coalitions, kernel blocks of the snapshot reused); duel p's own game with
   dropped players D_p and active players A_p reads the rows T ∪ D_p, T ⊆ A_p, and its Shapley
   values are :func:`~explainers._coalitions.exact_shapley` of that sub-table. Equal to one call per
-  duel up to floating-point rounding (tests/test_explain_batch.py: ≤ 1e-9 in float64). The table is
-  kept for the last batch, so the distributional values of the same events read it too.
+  duel up to floating-point rounding (tests/test_explain_batch.py: ≤ 1e-9 in float64). The tables
+  of the last calls are kept, so the distributional values of the same events read them too.
 * **sampled**: duels with the same dropped players share one coalition plan (shared draws; the
   target standard error of :mod:`explainers._target_se` is met by every duel of the group). A duel's
   estimate differs from a one-duel call (which draws its own coalitions) by the sampling error,
@@ -30,6 +30,9 @@ from explainers._target_se import solve_to_target
 
 __all__: list[str] = []
 
+#: Player tables kept per explainer (Pokémon, 9 players: 512 × 64 float64 = 256 KiB for a call of 64 events).
+TABLES_KEPT = 16
+
 
 class _DuelBatch:
     """Per-duel games for a batch of duels (mixed into :class:`~explainers.prefshap.PrefSHAP`)."""
@@ -41,8 +44,9 @@ class _DuelBatch:
     def player_table(self, XL, XR, U=None) -> np.ndarray:
         """ν̂_S(x^ℓ_p, x^r_p) on every player coalition S (rows in :func:`all_coalitions` order): (2^n_players, P).
 
-        The last table is kept (keyed by the duels' bytes), so two explainers of the same batch —
-        Pref-SHAP and the Bernoulli distributional values — compute it once.
+        The last ``TABLES_KEPT`` tables are kept (keyed by the duels' bytes), so two explainers of the
+        same events — Pref-SHAP and the Bernoulli distributional values, even when their calls cut a
+        batch into different steps — compute each table once.
         """
         from explainers.prefshap.model import _check_matrix
 
@@ -51,9 +55,9 @@ class _DuelBatch:
         XR = _check_matrix("XR", XR, d)
         U = None if U is None else _check_matrix("U", U, len(self._p.context_names))
         key = (XL.tobytes(), XR.tobytes(), None if U is None else U.tobytes(), XL.shape)
-        last = getattr(self, "_last_table", None)
-        if last is not None and last[0] == key:
-            return last[1]
+        kept = self.__dict__.setdefault("_tables", {})
+        if key in kept:
+            return kept[key]
         _, member = self.players()
         C = all_coalitions(member.shape[0])
         masks = (C.astype(np.int64) @ member.astype(np.int64)) > 0
@@ -61,7 +65,9 @@ class _DuelBatch:
         W = self._context_weights(eng, U)
         table = self._item_values(masks, np.asarray(self._p.transform(XL), float),
                                   np.asarray(self._p.transform(XR), float), W, eng)
-        self._last_table = (key, table)
+        kept[key] = table
+        while len(kept) > TABLES_KEPT:
+            kept.pop(next(iter(kept)))                    # the oldest first
         return table
 
     def _per_duel(self, XL: np.ndarray, XR: np.ndarray, U, W, eng):
