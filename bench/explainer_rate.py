@@ -170,7 +170,8 @@ def broker(args) -> dict:
 
     ds = load_dataset("pokemon", args.data_dir)
     models = ["capacity", "gpm"]
-    gpm = {"refit_every": 10 ** 9, "window_size": 3000, "min_train": 3000}       # one fit: explain one snapshot
+    # one GPM fit (on the first 3000 duels, or half of a short smoke run): the explainer explains one snapshot
+    gpm = {"refit_every": 10 ** 9, "window_size": 3000, "min_train": min(3000, args.broker_events // 2)}
     t0 = time.perf_counter()
     s = run_demo("pokemon", args.data_dir, max_events=args.broker_events, explain_sample_rate=args.sample_rate,
                  report_dir=args.report_dir, models=models, gpm_params=gpm, click_every=None,

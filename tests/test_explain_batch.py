@@ -69,9 +69,17 @@ def _ctx(model, train, cat, budgets=None):
 
 
 def _both(fn, lr, events, ctx):
+    """One call per event, and the batch — resumed where a call stopped on its time budget (a loaded
+    machine), as a worker requeues the unfinished events."""
+    from explainers import Explanation
+
     one = [fn(lr, [e], ctx()) for e in events]
-    batch = fn(lr, events, ctx())
-    return one, batch
+    parts, done = [], 0
+    while done < len(events):
+        parts.append(fn(lr, events[done:], ctx()))
+        assert parts[-1].extra.get("unfinished", 0) == len(events) - done - parts[-1].n_instances
+        done += parts[-1].n_instances
+    return one, Explanation.stack(parts)
 
 
 def _assert_equal(one, batch, tol=1e-9):

@@ -7,13 +7,14 @@ features are equal in x^ℓ and x^r, so two duels of a batch generally play diff
 module explains a batch with the games of its duels taken one by one, and still in one pass over
 the kernel blocks:
 
-* **exact** (every player's game fits the budget): the value function ν̂_S(x^ℓ_p, x^r_p) of every
-  duel on *all* 2^n player coalitions is one table (:meth:`_DuelBatch.player_table`, one matrix
-  product per chunk of coalitions, kernel blocks of the snapshot reused); duel p's own game with
-  dropped players D_p and active players A_p reads the rows T ∪ D_p, T ⊆ A_p, and its Shapley
-  values are :func:`~explainers._coalitions.exact_shapley` of that sub-table. Equal to one call per
-  duel up to floating-point rounding (tests/test_explain_batch.py: ≤ 1e-9 in float64). The tables
-  of the last calls are kept, so the distributional values of the same events read them too.
+* **exact** (every player's game fits the budget): the value function ν̂_S(x^ℓ_p, x^r_p) of the
+  duels on the 2^n player coalitions is one table (:meth:`_DuelBatch.player_table`, one matrix
+  product per group of duels and chunk of coalitions, kernel blocks of the snapshot reused); duel
+  p's own game with dropped players D_p and active players A_p needs only the rows T ∪ D_p,
+  T ⊆ A_p, and its Shapley values are :func:`~explainers._coalitions.exact_shapley` of that
+  sub-table. Equal to one call per duel up to floating-point rounding (tests/test_explain_batch.py:
+  ≤ 1e-9 in float64). The tables of the last calls are kept with what they hold, so the
+  distributional values of the same events compute only the rows Pref-SHAP did not need.
 * **sampled**: duels with the same dropped players share one coalition plan (shared draws; the
   target standard error of :mod:`explainers._target_se` is met by every duel of the group). A duel's
   estimate differs from a one-duel call (which draws its own coalitions) by the sampling error,
@@ -41,12 +42,23 @@ class _DuelBatch:
         """Player names and membership (n_players, d) of the item features (``feature_groups`` applied)."""
         return _players(self._p.feature_names, self.feature_groups)
 
-    def player_table(self, XL, XR, U=None) -> np.ndarray:
-        """ν̂_S(x^ℓ_p, x^r_p) on every player coalition S (rows in :func:`all_coalitions` order): (2^n_players, P).
+    def player_table(self, XL, XR, U=None, need: np.ndarray | None = None) -> np.ndarray:
+        """ν̂_S(x^ℓ_p, x^r_p) on player coalitions S (rows in :func:`all_coalitions` order): (2^n_players, P).
 
-        The last ``TABLES_KEPT`` tables are kept (keyed by the duels' bytes), so two explainers of the
-        same events — Pref-SHAP and the Bernoulli distributional values, even when their calls cut a
-        batch into different steps — compute each table once.
+        Parameters
+        ----------
+        XL, XR : array-like of shape (P, d);  U : array-like of shape (P, p), optional
+        need : bool ndarray of shape (2^n_players, P), optional
+            The entries wanted (default: all). Entries not needed and not computed before are NaN.
+
+        Notes
+        -----
+        The tables of the last ``TABLES_KEPT`` calls are kept (keyed by the duels' bytes) with the
+        entries computed so far, and a later call computes only the missing ones, grouped by duels
+        that miss the same rows (one matrix product per group and chunk of coalitions). So Pref-SHAP
+        — which needs, per duel, only the coalitions that hold its constant players — and then the
+        Bernoulli distributional values of the same events — which need every coalition — together
+        cost one full table.
         """
         from explainers.prefshap.model import _check_matrix
 
@@ -56,18 +68,28 @@ class _DuelBatch:
         U = None if U is None else _check_matrix("U", U, len(self._p.context_names))
         key = (XL.tobytes(), XR.tobytes(), None if U is None else U.tobytes(), XL.shape)
         kept = self.__dict__.setdefault("_tables", {})
-        if key in kept:
-            return kept[key]
         _, member = self.players()
-        C = all_coalitions(member.shape[0])
-        masks = (C.astype(np.int64) @ member.astype(np.int64)) > 0
-        eng = self._engine()
-        W = self._context_weights(eng, U)
-        table = self._item_values(masks, np.asarray(self._p.transform(XL), float),
-                                  np.asarray(self._p.transform(XR), float), W, eng)
-        kept[key] = table
-        while len(kept) > TABLES_KEPT:
-            kept.pop(next(iter(kept)))                    # the oldest first
+        K, P = 2 ** member.shape[0], XL.shape[0]
+        if key not in kept:
+            kept[key] = (np.full((K, P), np.nan), np.zeros((K, P), bool))
+            while len(kept) > TABLES_KEPT:
+                kept.pop(next(iter(kept)))                # the oldest first
+        table, have = kept[key]
+        missing = ~have if need is None else (need & ~have)
+        if missing.any():
+            C = all_coalitions(member.shape[0])
+            masks = (C.astype(np.int64) @ member.astype(np.int64)) > 0
+            eng = self._engine()
+            W = self._context_weights(eng, U)
+            XLs, XRs = np.asarray(self._p.transform(XL), float), np.asarray(self._p.transform(XR), float)
+            cols = np.flatnonzero(missing.any(axis=0))
+            patterns, which = np.unique(missing[:, cols].T, axis=0, return_inverse=True)
+            for g, rows in enumerate(patterns):
+                idx = cols[which.reshape(-1) == g]
+                r = np.flatnonzero(rows)
+                table[np.ix_(r, idx)] = self._item_values(masks[r], XLs[idx], XRs[idx],
+                                                          W if W.ndim == 1 else W[idx], eng)
+                have[np.ix_(r, idx)] = True
         return table
 
     def _per_duel(self, XL: np.ndarray, XR: np.ndarray, U, W, eng):
@@ -77,7 +99,11 @@ class _DuelBatch:
         same = (XL == XR).astype(np.int64) @ member.T.astype(np.int64)
         dropped = same == member.sum(axis=1)[None, :]                          # (P, n_players)
         exact_all = n_pl <= _MAX_EXACT_PLAYERS and 2 ** n_pl <= self.max_coalitions
-        table = self.player_table(XL, XR, U) if exact_all else None
+        table = None
+        if exact_all:                     # per duel, the coalitions T ∪ D_p (T among its active players)
+            codes = np.arange(2 ** n_pl, dtype=np.int64)
+            dcode = dropped.astype(np.int64) @ (np.int64(1) << np.arange(n_pl, dtype=np.int64))
+            table = self.player_table(XL, XR, U, need=(codes[:, None] & dcode[None, :]) == dcode[None, :])
         phi = np.zeros((P, n_pl))
         se = np.zeros((P, n_pl))
         base, pred = np.empty(P), np.empty(P)
