@@ -17,7 +17,8 @@ calls it (``fn(learner, [event], ctx)``, default budgets of :mod:`stream.setting
 At d = 10 each *sampled* estimator the stream uses beyond its exact budget is forced and compared with
 exact enumeration: Pref-SHAP's paired size-stratified Kernel SHAP and the stratified distributional
 values (capacity and GPM games) under the default target standard error (``explain_target_se``,
-:mod:`explainers._target_se`) with a cap of 2^players − 2 coalitions (never full enumeration), and
+:mod:`explainers._target_se`) with a cap of 2^players − 2 coalitions (never full enumeration; a
+duel's game of fewer than 6 varying players is enumerated, as every budget of the stream does), and
 ShaRP's Kernel SHAP (rank and pairwise; no target standard error) at half the coalitions. At d = 12
 (Pokémon's GPM with 12 players) the default settings: cap 2048 of 4096 coalitions, the default target.
 ``max_rel_err_d12`` is the largest of those errors. For reference, Pref-SHAP at a fixed 128
@@ -267,8 +268,9 @@ def forced_checks(name, d, model, lr, events, train, cat, checks) -> None:
         def pref(e, ex, cap=None):
             XL = np.array([[e.left[f] for f in lr.feature_names]])
             XR = np.array([[e.right[f] for f in lr.feature_names]])
-            if cap is None:              # the duel's own 2^k − 2 (k players vary): sampled, never every coalition
-                ex.max_coalitions = max(4, 2 ** int((XL != XR).sum()) - 2)
+            if cap is None:   # the duel's own 2^k − 2 (k players vary): sampled, never every coalition;
+                k = int((XL != XR).sum())          # games of < 6 players (≤ 32 coalitions) are enumerated,
+                ex.max_coalitions = 2 ** k - 2 if k >= 6 else 2 ** k      # as any budget of the stream does
             return ex.explain_duels(XL, XR), ps.explain_duels(XL, XR).values
 
         check("pref-shap", f"Kernel SHAP, target_se {TARGET_SE}", lambda e: pref(e, kern),

@@ -49,6 +49,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+LINES: list[str] = []
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+    LINES.append(line)
+
+
 #: (model, method): the six methods of the issue on Pokémon's two models, seven calls per event
 METHODS = (("capacity", "capacity-shapley"), ("capacity", "capacity-interaction"), ("capacity", "sharp-rank"),
            ("capacity", "sharp-pairwise"), ("capacity", "distributional-bernoulli"), ("gpm", "pref-shap"),
@@ -111,7 +119,7 @@ def in_process(args) -> dict:
     for m in ("capacity", "gpm"):
         t0 = time.perf_counter()
         learners[m] = fit(ds, names, cnames, m, train)
-        print(f"{m} fitted on {len(train)} duels in {time.perf_counter() - t0:.1f} s", flush=True)
+        say(f"{m} fitted on {len(train)} duels in {time.perf_counter() - t0:.1f} s", flush=True)
     fns = {(m, k): registry.explainers_for(m)[k] for m, k in METHODS}
     for (m, k), fn in fns.items():                 # warm-up: kernel blocks of the snapshot, imports
         fn(learners[m], [warm], _ctx(m, train, cat, 0))
@@ -147,19 +155,18 @@ def in_process(args) -> dict:
     from explainers import Explanation
 
     diffs = {key: _diff(one[key], Explanation.stack(got[key])) for key in fns}
-    print(f"\n{n} events, micro-batches of {args.batch}; load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
-    print(f"{'model':9s} {'method':26s} {'per event /s':>12s} {'batched /s':>11s} {'ratio':>6s} {'calls':>5s} "
+    say(f"\n{n} events, micro-batches of {args.batch}; load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
+    say(f"{'model':9s} {'method':26s} {'per event /s':>12s} {'batched /s':>11s} {'ratio':>6s} {'calls':>5s} "
           f"{'early':>5s} {'max_batch':>9s} {'budget_s':>8s} {'max |diff|':>10s} {'share of batched time':>21s}")
     for (m, k), fn in fns.items():
-        print(f"{m:9s} {k:26s} {n / t_one[(m, k)]:12.1f} {n / t_b[(m, k)]:11.1f} {t_one[(m, k)] / t_b[(m, k)]:6.2f} "
+        say(f"{m:9s} {k:26s} {n / t_one[(m, k)]:12.1f} {n / t_b[(m, k)]:11.1f} {t_one[(m, k)] / t_b[(m, k)]:6.2f} "
               f"{calls[(m, k)]:5d} {early[(m, k)]:5d} {fn.max_batch:9d} {fn.budget_s:8.1f} {diffs[(m, k)]:10.1e} "
               f"{t_b[(m, k)] / batched_s:21.1%}")
     r = {"per_event_events_per_s": n / per_event_s, "batched_events_per_s": n / batched_s,
          "max_abs_diff_exact": max(diffs.values()), "load": f"{load0[0]:.2f}/{load1[0]:.2f}"}
-    print(f"\nfully explained events/s on one core: per event {r['per_event_events_per_s']:.1f}, batched "
+    say(f"\nfully explained events/s on one core: per event {r['per_event_events_per_s']:.1f}, batched "
           f"{r['batched_events_per_s']:.1f} (ratio {r['batched_events_per_s'] / r['per_event_events_per_s']:.2f}); "
-          f"100 fully explained events/s (1 % of 10,000 events/s) is {100 / r['batched_events_per_s']:.1f}x away",
-          flush=True)
+          f"100 fully explained events/s (1 % of 10,000 events/s) is {100 / r['batched_events_per_s']:.1f}x away")
     return r
 
 
@@ -184,8 +191,8 @@ def broker(args) -> dict:
     busy = s.get("explain_busy_s") or max(s.get("wall_s", wall) - s.get("replay_s", 0.0), 1e-9)
     lag = s.get("explanation_lag_p99_s", float("nan"))
     shed = sum(s.get("explanations_skipped", {}).values())
-    print(f"broker: {s['events_sent']} events, {s['explanations_total']} records, per method {per_method}, "
-          f"skipped {s.get('explanations_skipped')}, wall {wall:.0f} s", flush=True)
+    say(f"broker: {s['events_sent']} events, {s['explanations_total']} records, per method {per_method}, "
+          f"skipped {s.get('explanations_skipped')}, wall {wall:.0f} s")
     return {"explained_events_per_s": full / busy, "achieved_fraction": full / max(want, 1.0), "shed": shed,
             "lag_p99_s": lag}
 
@@ -210,11 +217,16 @@ def main(argv=None) -> int:
             f"batched_over_per_event={r['batched_events_per_s'] / r['per_event_events_per_s']:.2f} "
             f"achieved_fraction={b.get('achieved_fraction', float('nan')):.3f} shed={b.get('shed', float('nan'))} "
             f"lag_p99_s={b.get('lag_p99_s', float('nan')):.2f} max_abs_diff_exact={r['max_abs_diff_exact']:.1e}")
-    print(f"load_average={r['load']}")
-    print(last, flush=True)
+    say(f"load average {r['load']} (start/end of the in-process part)")
+    say(last)
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "explainer_rate.txt").write_text(last + "\n", encoding="utf-8")
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        head = ["## Explainer rate: batched vs one call per event (bench/explainer_rate.py, issue 23)", "",
+                f"Reproduce: `OMP_NUM_THREADS=1 python bench/explainer_rate.py --events {args.events} --batch {args.batch}"
+                f"{' --broker' if args.broker else ''} --out bench/results`", "", "```"]
+        (out / "explainer_rate.md").write_text("\n".join(head + LINES + ["```"]) + "\n", encoding="utf-8")
+        (out / "explainer_rate.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
     return 0
 
 
