@@ -119,7 +119,7 @@ def in_process(args) -> dict:
     for m in ("capacity", "gpm"):
         t0 = time.perf_counter()
         learners[m] = fit(ds, names, cnames, m, train)
-        say(f"{m} fitted on {len(train)} duels in {time.perf_counter() - t0:.1f} s", flush=True)
+        say(f"{m} fitted on {len(train)} duels in {time.perf_counter() - t0:.1f} s")
     fns = {(m, k): registry.explainers_for(m)[k] for m, k in METHODS}
     for (m, k), fn in fns.items():                 # warm-up: kernel blocks of the snapshot, imports
         fn(learners[m], [warm], _ctx(m, train, cat, 0))
