@@ -25,10 +25,10 @@ time goes.
 broker (:func:`stream.demo.run_demo`: items on the compacted topic, events replayed) into the learner
 worker and ``python -m stream worker explain`` — whatever the explainer worker is — with
 ``explain_sample_rate = --sample-rate`` (0.01), every method of both models. It reports fully
-explained events/s of the worker (the events explained by the method with the fewest records over
-the explainer's busy time), the achieved fraction of the requested sample, the shed count (skipped
-explanations by reason) and the explanation lag p99 when the worker exports
-``prefstream_explanation_lag_seconds`` (else ``nan``).
+explained events/s of the worker (the records of the (model, method) with the fewest, over the time
+the stream flowed — the summary's ``learn_s``, or ``explain_busy_s`` when a worker reports it), the
+achieved fraction of the requested sample, the shed count (skipped explanations, all reasons) and
+the explanation lag p99 when the summary carries ``explanation_lag_p99_s`` (else ``nan``).
 
 Last line: ``explained_events_per_s=… per_event_events_per_s=… batched_over_per_event=… achieved_fraction=…
 shed=… lag_p99_s=… max_abs_diff_exact=…`` (in-process only: ``explained_events_per_s`` is the batched
@@ -190,10 +190,13 @@ def broker(args) -> dict:
                  snapshot_every_events=5000, progress=False, verbose=True, learn_timeout_s=1500,
                  explain_timeout_s=600, quiet_period_s=10, dataset_obj=ds)
     wall = time.perf_counter() - t0
-    per_method = {k: v["count"] / max(len(v["models"]), 1) for k, v in s["explanations"].items()}
-    full = min(per_method.values()) if per_method else 0.0
+    ex = s["explanations"]
+    # records per (model, method); a method's records are split evenly between the models that have any
+    per_method = {f"{m}/{k}": (ex[k]["count"] / len(ex[k]["models"]) if m in ex.get(k, {}).get("models", []) else 0.0)
+                  for m, k in METHODS}
+    full = min(per_method.values())                     # events explained by every method of both models
     want = args.sample_rate * s["events_sent"]
-    busy = s.get("explain_busy_s") or max(s.get("wall_s", wall) - s.get("replay_s", 0.0), 1e-9)
+    busy = s.get("explain_busy_s") or max(s.get("learn_s", 0.0), 1e-9)   # the time the stream flowed
     lag = s.get("explanation_lag_p99_s", float("nan"))
     shed = sum(s.get("explanations_skipped", {}).values())
     say(f"broker: {s['events_sent']} events, {s['explanations_total']} records, per method {per_method}, "
