@@ -28,6 +28,7 @@ ORDER = [
     ("file_mode", "prefstream run (file mode) vs the learner worker's batch path (Pokémon)", "bench/file_mode.py"),
     ("clicklog", "Counterfactual learning from click logs: naive vs IPS vs oracle; Open Bandit off-policy", "bench/clicklog.py"),
     ("explain_wide", "Every explanation method at catalog width (d = 4, 10, 26)", "bench/explain_wide.py"),
+    ("explainer_rate", "Explainer rate on Pokémon: batched calls vs one call per event", "bench/explainer_rate.py"),
     ("explanation_drift", "Explanation drift alarms on a Pokémon stream whose preference changes", "bench/explanation_drift.py"),
     ("explanation_drift_workers", "Explanation drift through the real workers and the broker", "bench/explanation_drift.py --workers"),
     ("soak", "Soak: 10^6 events through a learner worker, RSS and exactness", "bench/soak.py"),

@@ -121,7 +121,8 @@ def synthetic(args, out, md):
     e_rev = PrefSHAP(gpm, cat, max_reference=args.max_reference, cache_mb=0).explain_duels(XR, XL)
     e_fwd_lr = e.values * y[:, None]                      # back to left-vs-right orientation
     skew = float(np.abs(e_fwd_lr + e_rev.values).max())
-    out(f"# pref-shap global: n_duels={len(sel)} coalitions={e.extra['coalitions']} exact={e.extra['exact']} "
+    out(f"# pref-shap global: n_duels={len(sel)} coalitions={int(np.max(e.extra['coalitions']))} "
+        f"exact={bool(np.all(e.extra['exact']))} "
         f"reference={e.extra['reference_size']} wall_ms_per_duel={ms:.1f} cpu_ms_per_duel={1000 * cpu / len(sel):.1f} "
         f"efficiency_err={eff:.2e} |nu(Omega)-g|={pred_err:.2e} skew_err={skew:.2e}")
     out(f"#   mean|phi|: {_fmt_top(e, 7)}")
@@ -254,7 +255,7 @@ def synthetic(args, out, md):
         md.append(f"![{f_}](prefshap_{f_}.png)")
     md.append("")
     return dict(eff=eff, skew=skew, top_global=e.top_features(1)[0], top_ab=eab.top_features(1)[0], ms=ms,
-                n=len(sel), coal=e.extra["coalitions"])
+                n=len(sel), coal=int(np.max(e.extra["coalitions"])))          # per duel since issue 23
 
 
 def real_data(args, out, md):

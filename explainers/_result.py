@@ -219,6 +219,56 @@ class Explanation:
             compute_time=sum(p.compute_time for p in parts), extra={k: [p.extra[k] for p in parts] for k in keys},
         )
 
+    @classmethod
+    def stack(cls, parts: Sequence["Explanation"]) -> "Explanation":
+        """Stack explanations of consecutive batches of one method into one batch (rows in order).
+
+        Per-instance arrays (values, base values, predictions, data and every ``extra`` entry whose
+        first axis is the part's instance count) are concatenated; other ``extra`` entries are the
+        first part's; timings add up.
+
+        Examples
+        --------
+        >>> a = Explanation(values=[[1.0], [2.0]], base_values=0.0, feature_names=["x"], method="m", extra={"k": [1, 2]})
+        >>> b = Explanation(values=[3.0], base_values=0.5, feature_names=["x"], method="m", extra={"k": [3]})
+        >>> s = Explanation.stack([a, b])
+        >>> s.values.ravel().tolist(), s.base_values.tolist(), s.extra["k"]
+        ([1.0, 2.0, 3.0], [0.0, 0.0, 0.5], [1, 2, 3])
+        """
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            raise InvalidInputError("Explanation.stack needs at least one explanation.")
+        first = parts[0]
+        ns = [p.n_instances for p in parts]
+
+        def rows(a, k):                                   # a scalar base value stands for every row
+            a = np.asarray(a, dtype=np.float64).reshape(-1)
+            return a if a.size == k else np.broadcast_to(a, (k,))
+
+        def per_row(key):
+            vals = [p.extra.get(key) for p in parts]
+            if any(v is None for v in vals) or not all(isinstance(v, (list, np.ndarray)) and len(v) == k
+                                                       for v, k in zip(vals, ns)):
+                return first.extra[key]
+            if all(isinstance(v, list) for v in vals):
+                return [x for v in vals for x in v]
+            return np.concatenate([np.asarray(v) for v in vals])
+
+        ids = [i for p in parts for i in (p.instance_ids or [])]
+        return cls(
+            values=np.concatenate([np.asarray(p.values).reshape(k, -1) for p, k in zip(parts, ns)]),
+            base_values=np.concatenate([rows(p.base_values, k) for p, k in zip(parts, ns)]),
+            feature_names=first.feature_names, method=first.method,
+            prediction=None if any(p.prediction is None for p in parts) else
+            np.concatenate([rows(p.prediction, k) for p, k in zip(parts, ns)]),
+            model_name=first.model_name, model_version=first.model_version,
+            data=None if any(p.data is None for p in parts) else
+            np.concatenate([np.asarray(p.data).reshape(k, -1) for p, k in zip(parts, ns)]),
+            instance_ids=ids if len(ids) == sum(ns) else None,
+            compute_time=sum(p.compute_time for p in parts), extra={k: per_row(k) for k in first.extra},
+        )
+
     # -------------------------------------------------------------- records
     def to_records(self, instance_ids: Sequence[str] | None = None) -> list[dict]:
         """Explanation records (one per instance) in the event contract's format.

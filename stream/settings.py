@@ -154,6 +154,10 @@ class Settings:
                                      "permutations × players).", "int", lo=16)
     explain_reference_size: int = _f(128, "Reference sample of the explainers: catalog items for Pref-SHAP's "
                                      "conditional mean embeddings and ShaRP's marginal removal.", "int", lo=2)
+    explain_target_se: float = _f(0.005, "Sampled Pref-SHAP and Bernoulli distributional values stop when every "
+                                  "standard error is below this fraction of the event's largest |value| "
+                                  "(explain_max_coalitions is then the cap); 0 = a fixed explain_max_coalitions. "
+                                  "Written in every record's extra.budgets.", "float", lo=0.0, hi=0.5)
     # ------------------------------------------------- monitoring (stream.monitor)
     monitor_top_k: int = _f(20, "Features (capacity pairs) exported by name in the global-importance gauges; "
                             "the rest are summed as feature=other.", "int", lo=1)

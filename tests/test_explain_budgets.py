@@ -39,10 +39,11 @@ def test_wide_events_are_explained_per_player_within_the_budgets(fitted, method)
     ctx = registry.ExplainContext(model_name="capacity", background=exs[:100], budgets=budgets)
     e = registry.explainers_for("capacity")[method](lr, exs[200:203], ctx)
     assert e.feature_names == ["a", "b", "c", "t"]            # the one-hot group is one player
-    assert e.extra["budgets"] == budgets
+    used = dict(budgets, target_se=0.005)                      # the default target standard error is recorded too
+    assert e.extra["budgets"] == used
     assert e.additivity_error().max() < 1e-9
     recs = e.to_records(instance_ids=["x", "y", "z"])
-    assert all(r["extra"]["budgets"] == budgets for r in recs)
+    assert all(r["extra"]["budgets"] == used for r in recs)
     if method.startswith("sharp"):
         assert e.extra["feature_groups"] == {"t": NAMES[3:]}
         assert e.extra["estimator"] == "exact"                  # 2^4 coalitions fit the budget

@@ -251,7 +251,7 @@ def test_efficiency_and_prediction(data, gpm):
     np.testing.assert_allclose(e.prediction, gpm.decision_function(XL[:20], XR[:20]), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(e.base_values, 0.0, atol=1e-12)
     assert e.additivity_error().max() < 1e-10
-    assert e.extra["exact"] and e.extra["coalitions"] == 16
+    assert e.extra["exact"].all() and (e.extra["coalitions"] == 16).all()       # per duel
     assert e.model_version == 3 and e.model_name == "gpm"
     np.testing.assert_allclose(e.data, XL[:20] - XR[:20])
 
@@ -304,8 +304,8 @@ def test_constant_feature_removed(data, gpm):
     XL2[:, 1] = 0.3
     XR2[:, 1] = 0.3
     e = explain_duels(gpm, XL2, XR2, reference_items=items)
-    assert e.extra["dropped_players"] == ["f1"]
-    assert e.extra["coalitions"] == 8                       # 2^(d_eff) with d_eff = 3
+    assert all(dp == ["f1"] for dp in e.extra["dropped_players"])     # per duel
+    assert (e.extra["coalitions"] == 8).all()                # 2^(d_eff) with d_eff = 3
     np.testing.assert_array_equal(e.values[:, 1], 0.0)
     assert e.additivity_error().max() < 1e-10
     np.testing.assert_allclose(e.base_values, 0.0, atol=1e-12)
@@ -317,12 +317,12 @@ def test_sampled_coalitions_converge_to_exact(data):
     XL, XR, y = make_duels(items6, m=60, seed=4)
     m = StandInGPM([f"x{i}" for i in range(6)], np.ones(6) * 1.3).fit(XL, XR, y)
     exact = explain_duels(m, XL[:8], XR[:8], reference_items=items6)
-    assert exact.extra["exact"] and "stderr" not in exact.extra
+    assert exact.extra["exact"].all() and "stderr" not in exact.extra
     errs = []
     for budget in (12, 30, 63):
         runs = [explain_duels(m, XL[:8], XR[:8], reference_items=items6, max_coalitions=budget, random_state=s)
                 for s in range(4)]
-        assert all(not r.extra["exact"] for r in runs)
+        assert all(not r.extra["exact"].any() for r in runs)
         for r in runs:
             assert r.additivity_error().max() < 1e-10          # efficiency is a constraint
             assert r.extra["estimator"] == "kernel-shap" and np.asarray(r.extra["stderr"]).shape == (8, 6)

@@ -28,7 +28,7 @@ def _pack_unique(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def distributional_value(game: StochasticGame, structure="shapley", *, method: str = "auto",
                          n_samples: int = 2000, random_state=None, max_exact_players: int = 16,
-                         chunk: int = 65536, max_coalitions: int = 2048):
+                         chunk: int = 65536, max_coalitions: int = 2048, target_se: float | None = None):
     """Distributional value of every player (Franceschi et al. 2024, Definition 3.3, Eq. 5 and Eq. 7).
 
     Marginal contributions are analytic given the shared noise (Sec. 3.1); the remaining average
@@ -52,7 +52,11 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
     n_samples : int >= 2
         Monte Carlo samples.
     max_coalitions : int >= 4
-        Coalition evaluations of ``"stratified"``.
+        Coalition evaluations of ``"stratified"`` (its cap when ``target_se`` is given).
+    target_se : float, optional
+        ``"stratified"`` only: stop the means' Kernel SHAP on this relative standard error
+        (:func:`explainers._target_se.solve_to_target`) and give the chains the same share of the
+        evaluations; ``None``: the whole ``max_coalitions``.
     random_state : None, int or numpy.random.Generator
     max_exact_players : int
         Refuse exact enumeration above this many players.
@@ -96,7 +100,7 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
         if 2 ** n <= max_coalitions and n <= max_exact_players:
             method = "exact"
         elif struct.name == "shapley" and fam.name == "bernoulli" and n <= 62:
-            return _stratified(game, struct, int(max_coalitions), rng)
+            return _stratified(game, struct, int(max_coalitions), rng, target_se)
         else:
             method = "monte-carlo"
             n_samples = max(16, int(max_coalitions) // (n + 1))
@@ -152,11 +156,11 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
     return _aggregate_gaussian(game, params, wo, wi, player, wt, T, n, base, pred, common)
 
 
-def _stratified(game, struct, max_coalitions, rng):
+def _stratified(game, struct, max_coalitions, rng, target_se=None):
     """:func:`explainers.distributional.stratified.bernoulli_stratified` wrapped as a value object."""
     from explainers.distributional.stratified import bernoulli_stratified
 
-    r = bernoulli_stratified(game, max_coalitions, rng)
+    r = bernoulli_stratified(game, max_coalitions, rng, target_se=target_se)
     return DiscreteDistributionalValue(
         transition=r["transition"], family=game.family.name, classes=list(game.classes),
         feature_names=list(game.feature_names), stderr=r["stderr"], mean_stderr=r["mean_stderr"],

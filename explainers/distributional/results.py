@@ -94,12 +94,13 @@ def to_explanation(value, *, target=None, model_name: str = "", model_version: i
 
 
 def explain_game(game: StochasticGame, structure="shapley", *, method: str = "auto", n_samples: int = 2000,
-                 random_state=None, max_coalitions: int = 2048, target=None, model_name: str = "", model_version: int = 0, data=None,
+                 random_state=None, max_coalitions: int = 2048, target_se: float | None = None, target=None,
+                 model_name: str = "", model_version: int = 0, data=None,
                  instance_id: str | None = None, include_transitions: bool = True) -> Explanation:
     """:func:`distributional_value` + :func:`to_explanation`, timed (``compute_time``)."""
     t0 = time.perf_counter()
     val = distributional_value(game, structure, method=method, n_samples=n_samples, random_state=random_state,
-                               max_coalitions=max_coalitions)
+                               max_coalitions=max_coalitions, target_se=target_se)
     return to_explanation(val, target=target, model_name=model_name, model_version=model_version, data=data,
                           instance_id=instance_id, compute_time=time.perf_counter() - t0,
                           include_transitions=include_transitions)
@@ -107,7 +108,8 @@ def explain_game(game: StochasticGame, structure="shapley", *, method: str = "au
 
 def explain_preference(nu: Callable[[np.ndarray], np.ndarray], feature_names: Sequence[str], *,
                        output: str = "margin", structure="shapley", method: str = "auto", n_samples: int = 2000,
-                       random_state=None, max_coalitions: int = 2048, model_name: str = "", model_version: int = 0,
+                       random_state=None, max_coalitions: int = 2048, target_se: float | None = None,
+                       model_name: str = "", model_version: int = 0,
                        data=None, instance_id: str | None = None) -> Explanation:
     """Bernoulli distributional explanation of one preference event (worker entry point).
 
@@ -119,7 +121,7 @@ def explain_preference(nu: Callable[[np.ndarray], np.ndarray], feature_names: Se
     feature_names : sequence of str, length d
     output : {"margin", "probability"}
         What ``nu`` returns (margins are squashed with σ).
-    structure, method, n_samples, random_state, max_coalitions :
+    structure, method, n_samples, random_state, max_coalitions, target_se :
         See :func:`distributional_value`.
     model_name, model_version, data, instance_id :
         Stored in the :class:`Explanation`.
@@ -142,7 +144,8 @@ def explain_preference(nu: Callable[[np.ndarray], np.ndarray], feature_names: Se
     """
     game = bernoulli_preference_game(nu, len(feature_names), output=output, feature_names=feature_names)
     return explain_game(game, structure, method=method, n_samples=n_samples, random_state=random_state,
-                        max_coalitions=max_coalitions, model_name=model_name, model_version=model_version, data=data, instance_id=instance_id)
+                        max_coalitions=max_coalitions, target_se=target_se, model_name=model_name,
+                        model_version=model_version, data=data, instance_id=instance_id)
 
 
 def explain_choice(utilities: Callable[[np.ndarray], np.ndarray], items, reference=None, *,

@@ -162,15 +162,20 @@ def stratified_tables(game, q: np.ndarray, max_coalitions: int, rng: np.random.G
                 prediction=pred, n_chains=int(P.shape[0]), n_coalitions=int(uniq.size), k=k)
 
 
-def bernoulli_stratified(game, max_coalitions: int, rng: np.random.Generator) -> dict:
+def bernoulli_stratified(game, max_coalitions: int, rng: np.random.Generator, target_se: float | None = None) -> dict:
     """Shapley distributional value of a Bernoulli game within ``max_coalitions`` evaluations.
+
+    With ``target_se`` the means stop on that relative standard error
+    (:func:`explainers._target_se.solve_to_target`, ``MEAN_SHARE`` of the budget as its cap) and the
+    chains get the budget in the same proportion (evaluations of the means / ``MEAN_SHARE``).
 
     Returns
     -------
     dict with ``transition`` (n, 2, 2), ``stderr`` (n, 2, 2), ``mean_stderr`` (n, 2), ``base`` and
-    ``prediction`` (laws of v(∅), v(Ω)), ``n_chains`` and ``n_coalitions`` (distinct evaluations).
+    ``prediction`` (laws of v(∅), v(Ω)), ``n_chains`` and ``n_coalitions`` (distinct evaluations),
+    ``target_met``.
     """
-    from explainers._coalitions import shapley_of_game
+    from explainers._target_se import solve_to_target
 
     n = game.n_players
     cache: dict = {}
@@ -189,8 +194,12 @@ def bernoulli_stratified(game, max_coalitions: int, rng: np.random.Generator) ->
             return params_of(masks.astype(np.int64) @ (np.int64(1) << np.arange(n, dtype=np.int64)))
 
     budget_mean = max(4, int(MEAN_SHARE * int(max_coalitions)))
-    phi, se_phi, plan = shapley_of_game(lambda codes: params_of(codes)[None, :].astype(np.float64), n, budget_mean, rng)
-    phi, se_phi = phi[0], se_phi[0]
+    bits = np.int64(1) << np.arange(n, dtype=np.int64)
+    r = solve_to_target(n, budget_mean, rng, lambda masks: params_of(masks.astype(np.int64) @ bits)[:, None].astype(np.float64),
+                        target_se)
+    phi, se_phi, plan = r.phi[0], r.stderr[0], r.plan
+    if target_se is not None:
+        max_coalitions = min(int(max_coalitions), max(int(r.plan.n_coalitions / MEAN_SHARE), len(cache) + 4 * n))
     sizes = plan.masks[2:2 + plan.n_fixed].sum(axis=1)
     small = sizes[2 * sizes <= n]
     k = int(small.max()) if small.size else 0                      # sizes 0..k and n−k..n are in the cache
@@ -199,8 +208,9 @@ def bernoulli_stratified(game, max_coalitions: int, rng: np.random.Generator) ->
     pair_cost = 2 * max(n - 2 * k - 1, 1)                         # new evaluations of an order and its reverse
     cyclic = left >= MIN_BLOCKS * n * pair_cost
     blocks = max(2, left // (pair_cost * (n if cyclic else 1)))
-    r = stratified_tables(Cached, np.full(n, 1.0 / n), int(max_coalitions), rng, k=k, blocks=blocks, cyclic=cyclic)
-    T, Tse = r["transition"], r["stderr"]
+    met = r.target_met
+    tab = stratified_tables(Cached, np.full(n, 1.0 / n), int(max_coalitions), rng, k=k, blocks=blocks, cyclic=cyclic)
+    T, Tse = tab["transition"], tab["stderr"]
     c = np.clip(np.maximum(T[:, 0, 1] + T[:, 1, 0], np.abs(phi)), 0.0, 1.0)
     stay = T[:, 0, 0] + T[:, 1, 1]
     shrink = np.where(stay > 0, (1.0 - c) / np.where(stay > 0, stay, 1.0), 0.0)
@@ -210,5 +220,5 @@ def bernoulli_stratified(game, max_coalitions: int, rng: np.random.Generator) ->
     se = Tse.copy()
     se_c = np.sqrt(Tse[:, 0, 1] ** 2 + Tse[:, 1, 0] ** 2)
     se[:, 0, 1] = se[:, 1, 0] = np.sqrt(se_c ** 2 + se_phi ** 2) / 2.0
-    return dict(transition=out, stderr=se, mean_stderr=np.stack([se_phi, se_phi], axis=1), base=r["base"],
-                prediction=r["prediction"], n_chains=r["n_chains"], n_coalitions=len(cache))
+    return dict(transition=out, stderr=se, mean_stderr=np.stack([se_phi, se_phi], axis=1), base=tab["base"],
+                prediction=tab["prediction"], n_chains=tab["n_chains"], n_coalitions=len(cache), target_met=met)

@@ -54,7 +54,7 @@ def explain_duels(model, XL, XR, U=None, reference_items=None, *, outcome=None, 
     ...     alpha_ = np.array([2.0])
     ...     def transform(self, X): return np.asarray(X, float)
     >>> e = explain_duels(Tiny(), [[1.0, 0.0]], [[0.0, 0.0]], reference_items=[[0, 0], [1, 0], [0, 1], [1, 1]])
-    >>> round(float(e.additivity_error()[0]), 12), e.top_features(1), e.extra["dropped_players"]
+    >>> round(float(e.additivity_error()[0]), 12), e.top_features(1), e.extra["dropped_players"][0]   # per duel
     (0.0, ['a'], ['b'])
     """
     return PrefSHAP(model, reference_items, reference_contexts, **options).explain_duels(XL, XR, U, outcome)

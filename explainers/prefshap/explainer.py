@@ -1,6 +1,9 @@
-"""The :class:`PrefSHAP` explainer: the four tasks of Table 1 and the two baselines.
+"""The :class:`PrefSHAP` explainer: construction, the item value function and Table 1, rows 1–2.
 
-Hu, Chau, Ferrando Huertas & Sejdinovic (2022), *Explaining Preferences with Shapley Values*, Section 3, Table 1, Algorithm 1, Appendix A and B.
+Hu, Chau, Ferrando Huertas & Sejdinovic (2022), *Explaining Preferences with Shapley Values*, Section 3,
+Table 1, Algorithm 1, Appendix A. The class is assembled from one module per concept: contexts (Table 1,
+rows 3–4, :mod:`explainers.prefshap.contexts`), the Section 4 baselines (:mod:`explainers.prefshap.baselines`)
+and batches of duels explained one by one in one call (:mod:`explainers.prefshap.batch`).
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ import numpy as np
 import torch
 
 from explainers._coalitions import CoalitionPlan, plan_coalitions
+from explainers._players import _players
 from explainers._result import Explanation
+from explainers.prefshap.baselines import _Baselines
+from explainers.prefshap.batch import _DuelBatch
+from explainers.prefshap.contexts import _ContextTasks
 from explainers.prefshap.engine import _Engine, _masked_kernel, _pair_values, _Space, _unique_rows
 from explainers.prefshap.model import _check_matrix, _orientation, _outcome_sign, _parts
-from explainers._players import _players
 from learners.exceptions import InvalidInputError, check_param
 
 __all__ = ["PrefSHAP"]
@@ -25,7 +31,7 @@ _VALUE_FUNCTIONS = ("observational", "interventional")
 _SOLVERS = ("cholesky", "cg")
 
 
-class PrefSHAP:
+class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines):
     """Pref-SHAP explainer for a fitted GPM / C-GPM / UPM (Hu et al. 2022, Section 3, Algorithm 1).
 
     Parameters
@@ -72,6 +78,11 @@ class PrefSHAP:
         :class:`PrefSHAP` per model snapshot to benefit; 0 disables the cache.
     random_state : int, optional
         Seed of the per-instance RNG (coalition sampling, reference subsampling).
+    target_se : float, optional
+        Sampled coalitions stop on a target standard error: plans of growing size (from
+        :func:`explainers._target_se.first_round` up to ``max_coalitions``) until every explained
+        game has max_j se_j ≤ ``target_se`` · max_j |φ_j| (:func:`explainers._target_se.solve_to_target`).
+        ``None``: one plan of ``max_coalitions`` coalitions. Recorded in ``extra``.
 
     Raises
     ------
@@ -85,7 +96,8 @@ class PrefSHAP:
                  cme_reg: float = 1e-3, max_reference: int = 512, value_function: str = "observational",
                  solver: str = "cholesky", feature_groups: Mapping[str, Sequence[str]] | None = None,
                  device="cpu", dtype: torch.dtype = torch.float64, max_memory_mb: float = 512.0,
-                 normalize_cme: bool = True, cache_mb: float = 256.0, random_state: int | None = 0):
+                 normalize_cme: bool = True, cache_mb: float = 256.0, random_state: int | None = 0,
+                 target_se: float | None = None):
         own = "PrefSHAP"
         check_param(own, "max_coalitions", max_coalitions, isinstance(max_coalitions, (int, np.integer))
                     and max_coalitions >= 4, "an int >= 4")
@@ -113,6 +125,9 @@ class PrefSHAP:
         check_param(own, "cache_mb", cache_mb, isinstance(cache_mb, (int, float)) and cache_mb >= 0,
                     "a float in the range [0, inf)")
         self.cache_mb = float(cache_mb)
+        check_param(own, "target_se", target_se, target_se is None or (isinstance(target_se, (int, float))
+                    and 0 < target_se < 1), "None or a float in (0, 1)")
+        self.target_se = None if target_se is None else float(target_se)
         self._cache: dict = {}
         self.random_state = random_state
         self._rng = np.random.default_rng(random_state)
@@ -323,8 +338,15 @@ class PrefSHAP:
         Explanation
             ``values`` (P, n_players); ``base_values`` = ν(∅) (0 up to rounding);
             ``prediction`` = ν(Ω) = g(x^ℓ, x^r); ``data`` = x^ℓ − x^r (or x_winner − x_loser),
-            summed within feature groups. ``extra`` records coalitions, exactness, dropped
-            players, reference size and solver.
+            summed within feature groups. ``extra`` records per duel the coalitions evaluated,
+            exactness and dropped players (arrays of shape (P,)), and the reference size and solver;
+            sampled games also ``stderr`` (P, n_players), ``target_se`` and ``target_met``.
+
+        Notes
+        -----
+        Each duel is explained as if alone: its own constant players are dropped
+        (:mod:`explainers.prefshap.batch`). With exact enumeration a batch equals one call per duel
+        to rounding; sampled duels with the same dropped players share their coalitions.
 
         Raises
         ------
@@ -346,15 +368,17 @@ class PrefSHAP:
         sign = _outcome_sign(outcome, XL.shape[0])
         eng = self._engine()
         W = self._context_weights(eng, U)
-        pnames, member, dropped, active, plan, masks = self._players_for(
-            p.feature_names, self.feature_groups, np.concatenate([XL, XR]), self._rng)
-        v = self._item_values(masks, np.asarray(p.transform(XL), float), np.asarray(p.transform(XR), float), W, eng)
-        phi, base, pred = self._shapley(plan, v, len(pnames), active)
+        pnames, member, phi, base, pred, info = self._per_duel(XL, XR, U, W, eng)
         data = (XL - XR) @ member.T.astype(float)
         phi, pred, base, data = phi * sign[:, None], pred * sign, base * sign, data * sign[:, None]
-        return self._finish("pref-shap", phi, base, pred, pnames, data, t0, plan, dropped, pnames,
-                            {"oriented": _orientation(outcome, XL.shape[0]),
-                             "context": "given" if U is not None else ("averaged" if p.kind == "cgpm" else "none")})
+        info.update({"reference_size": int(self._ref.shape[0]), "cme_reg": self.cme_reg,
+                     "value_function": self.value_function, "solver": self.solver,
+                     "oriented": _orientation(outcome, XL.shape[0]),
+                     "context": "given" if U is not None else ("averaged" if p.kind == "cgpm" else "none")})
+        self.last_stats = dict(info)
+        return Explanation(values=phi, base_values=base, prediction=pred, feature_names=pnames, method="pref-shap",
+                           model_name=p.model_name, model_version=p.model_version, data=data,
+                           compute_time=time.perf_counter() - t0, extra=info)
 
     # ------------------------------------------------------------------ Table 1, row 2
     def explain_items(self, X, opponents=None) -> Explanation:
@@ -412,185 +436,3 @@ class PrefSHAP:
             data = (X - O_mean[None, :]) @ member.T.astype(float)
         return self._finish("pref-shap", phi, base, pred, pnames, data, t0, plan, dropped, pnames,
                             {"task": "item-vs-opponents", "n_opponents": int(Os.shape[0])})
-
-    # ------------------------------------------------------------------ Table 1, rows 3–4
-    def _context_values(self, masks_u: np.ndarray, U: np.ndarray, Xi: torch.Tensor, eng: _Engine,
-                        pair_u: np.ndarray | None) -> np.ndarray:
-        """ν̂_{S'} (Prop. 3.3): Σ_m α_m Γ^U_{S'}(u_m, u) Ξ_m for every coalition (rows) and column of Ξ."""
-        p = self._p
-        Us = np.asarray(p.transform_context(U), float)
-        uniq, (iu,) = _unique_rows(Us)
-        space = _Space(eng, self._ref_u, uniq, [p.cu], p.ls_u)
-        alpha = eng.tensor(p.alpha)
-        cols = torch.as_tensor(iu if pair_u is None else iu[pair_u], device=eng.device)
-        out = np.empty((masks_u.shape[0], Xi.shape[1]))
-        for sl, Gu in eng.gammas(space, masks_u, key_space="contexts"):
-            (G,) = space.split(Gu)
-            out[sl] = torch.matmul(G[:, cols] * Xi.T.unsqueeze(0), alpha).cpu().numpy()
-        return out
-
-    def _xi(self, eng: _Engine, XL: np.ndarray, XR: np.ndarray) -> torch.Tensor:
-        """Ξ_m(x^ℓ_p, x^r_p) = k(x^ℓ,c^ℓ_m)k(x^r,c^r_m) − k(x^ℓ,c^r_m)k(x^r,c^ℓ_m): (M, P), with the item
-        kernel (c + k)/√(1 + c) when the model has a constant (= (k_E + c·k_UPM)/(1 + c))."""
-        p = self._p
-        ls = p.ls
-        L = eng.tensor(np.asarray(p.transform(XL), float) / ls)
-        R = eng.tensor(np.asarray(p.transform(XR), float) / ls)
-        cl, cr = eng.tensor(p.cl / ls), eng.tensor(p.cr / ls)
-        ones = torch.ones((1, len(ls)), dtype=eng.dtype, device=eng.device)
-        k = lambda A, C: _masked_kernel(C, A, ones)[0]    # (M, P)
-        kll, krr, klr, krl = k(L, cl), k(R, cr), k(L, cr), k(R, cl)
-        xi = kll * krr - klr * krl
-        if p.constant:
-            xi = (xi + p.constant * (kll + krr - klr - krl)) / (1.0 + p.constant)
-        return xi
-
-    def _require_cgpm(self):
-        if self._p.kind != "cgpm":
-            raise InvalidInputError(
-                f"Context explanations need a C-GPM (a model with context features); got a {self._p.kind.upper()}.")
-
-    def explain_duel_contexts(self, U, XL, XR, outcome=None) -> Explanation:
-        """Which context features drove each duel (Table 1, row 3; Prop. 3.3).
-
-        Parameters
-        ----------
-        U : array-like of shape (P, p)
-            Contexts (raw units).
-        XL, XR : array-like of shape (P, d)
-        outcome : array-like of shape (P,), optional
-            Orient winner-vs-loser as in :meth:`explain_duels`.
-
-        Returns
-        -------
-        Explanation
-            method ``"pref-shap-context"``; players are the context features;
-            ``base_values`` = ν(∅') = ḡ(x^ℓ, x^r); ``prediction`` = g_U(u, x^ℓ, x^r); ``data`` = u.
-        """
-        t0 = time.perf_counter()
-        self._require_cgpm()
-        p = self._p
-        d, q = len(p.feature_names), len(p.context_names)
-        U = _check_matrix("U", U, q)
-        XL = _check_matrix("XL", XL, d); XR = _check_matrix("XR", XR, d)
-        if not (U.shape[0] == XL.shape[0] == XR.shape[0]):
-            raise InvalidInputError(f"U, XL, XR must have the same number of rows; got {U.shape[0]}, {XL.shape[0]}, {XR.shape[0]}.")
-        sign = _outcome_sign(outcome, XL.shape[0])
-        eng = self._engine()
-        Xi = self._xi(eng, XL, XR)
-        pnames, member, dropped, active, plan, masks = self._players_for(
-            p.context_names, None, np.concatenate([np.asarray(p.transform_context(U), float), self._ref_u]), self._rng)
-        v = self._context_values(masks, U, Xi, eng, np.arange(U.shape[0]))
-        phi, base, pred = self._shapley(plan, v, len(pnames), active)
-        return self._finish("pref-shap-context", phi * sign[:, None], base * sign, pred * sign, pnames, U, t0,
-                            plan, dropped, pnames, {"task": "duel-context", "oriented": _orientation(outcome, U.shape[0]),
-                                                    "reference_contexts": int(self._ref_u.shape[0])})
-
-    def explain_contexts(self, U, XL_duels, XR_duels) -> Explanation:
-        """Which context features matter on average (Table 1, row 4).
-
-        Value function (1/m) Σ_j ν̂_{S'}(u, x^ℓ_j, x^r_j) over the given duels, for each context u.
-
-        Parameters
-        ----------
-        U : array-like of shape (n_u, p)
-            Contexts explained (raw units).
-        XL_duels, XR_duels : array-like of shape (m, d)
-            The duels averaged over.
-
-        Returns
-        -------
-        Explanation
-            method ``"pref-shap-context"``, one row per context; ``data`` = u.
-        """
-        t0 = time.perf_counter()
-        self._require_cgpm()
-        p = self._p
-        d, q = len(p.feature_names), len(p.context_names)
-        U = _check_matrix("U", U, q)
-        XL = _check_matrix("XL_duels", XL_duels, d); XR = _check_matrix("XR_duels", XR_duels, d)
-        if XL.shape != XR.shape:
-            raise InvalidInputError(f"XL_duels and XR_duels must have the same shape; got {XL.shape} and {XR.shape}.")
-        eng = self._engine()
-        Xi_mean = self._xi(eng, XL, XR).mean(dim=1, keepdim=True)          # (M, 1)
-        pnames, member, dropped, active, plan, masks = self._players_for(
-            p.context_names, None, np.concatenate([np.asarray(p.transform_context(U), float), self._ref_u]), self._rng)
-        Xi_rep = Xi_mean.expand(-1, U.shape[0])
-        v = self._context_values(masks, U, Xi_rep, eng, np.arange(U.shape[0]))
-        phi, base, pred = self._shapley(plan, v, len(pnames), active)
-        return self._finish("pref-shap-context", phi, base, pred, pnames, U, t0, plan, dropped, pnames,
-                            {"task": "context-average", "n_duels": int(XL.shape[0]),
-                             "reference_contexts": int(self._ref_u.shape[0])})
-
-    # ------------------------------------------------------------------ baselines
-    def explain_upm_duels(self, XL, XR, outcome=None) -> Explanation:
-        """SHAP of a UPM's utility, differenced: φ(x^ℓ) − φ(x^r) (Section 4 baseline, "upm-shap").
-
-        The utility f(x) = Σ_m α_m [k(x, c^ℓ_m) − k(x, c^r_m)] is explained with the RKHS-SHAP
-        value function ν_S(x) = E[f(X) | X_S = x_S] (Eqs. 5–6) on the same reference catalog.
-        ``prediction`` = f(x^ℓ) − f(x^r).
-        """
-        if self._p.kind != "upm":
-            raise InvalidInputError(
-                f"upm-shap explains a utility model (UPM); got a {self._p.kind.upper()}. Fit a UPM for the baseline.")
-        e = self.explain_duels(XL, XR, outcome=outcome)
-        e.method = "upm-shap"
-        return e
-
-    def explain_concat_duels(self, XL, XR, reference_duels=None, outcome=None) -> Explanation:
-        """Naive concatenation z = (x^ℓ, x^r) with 2d players (Section 3.1, Appendix B; "concat-shap").
-
-        g(z) = Σ_m α_m [k₂(z, (c^ℓ_m, c^r_m)) − k₂(z, (c^r_m, c^ℓ_m))] is a function of 2d features
-        with a product kernel, explained with the standard value function E[g(Z) | Z_S = z_S]
-        (observational CME on the reference duels, or marginal with ``value_function=
-        "interventional"``). Feature names are ``"<name>(l)"`` and ``"<name>(r)"``.
-
-        Parameters
-        ----------
-        reference_duels : tuple (XL_ref, XR_ref), optional
-            Reference sample of duels (raw units); default: the model's centre pairs.
-        """
-        t0 = time.perf_counter()
-        p = self._p
-        if p.kind == "cgpm":
-            W = self._context_weights(self._engine(), None)
-        elif p.kind == "gpm":
-            W = None
-        else:
-            raise InvalidInputError("concat-shap explains a GPM or C-GPM preference function g.")
-        if p.constant:
-            raise InvalidInputError(
-                f"concat-shap (a baseline) is implemented for the pure k_E kernel; this model has item_constant_="
-                f"{p.constant:g}. Fit the baseline GPM with item_constant=0, or use explain_duels (exact for c + k).")
-        d = len(p.feature_names)
-        XL = _check_matrix("XL", XL, d); XR = _check_matrix("XR", XR, d)
-        if XL.shape != XR.shape:
-            raise InvalidInputError(f"XL and XR must have the same shape; got {XL.shape} and {XR.shape}.")
-        sign = _outcome_sign(outcome, XL.shape[0])
-        if reference_duels is None:
-            Zref = np.concatenate([p.cl, p.cr], axis=1)
-        else:
-            RL = _check_matrix("reference_duels[0]", reference_duels[0], d)
-            RR = _check_matrix("reference_duels[1]", reference_duels[1], d)
-            Zref = np.concatenate([np.asarray(p.transform(RL), float), np.asarray(p.transform(RR), float)], axis=1)
-        Zref = self._subsample(np.unique(Zref, axis=0))
-        Z = np.concatenate([np.asarray(p.transform(XL), float), np.asarray(p.transform(XR), float)], axis=1)
-        names = [f"{n}(l)" for n in p.feature_names] + [f"{n}(r)" for n in p.feature_names]
-        eng = self._engine()
-        alpha = eng.tensor(p.alpha) if W is None else W
-        ls2 = np.concatenate([p.ls, p.ls])
-        pnames, member, dropped, active, plan, masks = self._players_for(names, None, Z, self._rng)
-        uniq, (iz,) = _unique_rows(Z)
-        space = _Space(eng, Zref, uniq, [np.concatenate([p.cl, p.cr], 1), np.concatenate([p.cr, p.cl], 1)], ls2)
-        w = self._signed_weights(space, alpha)
-        cols = torch.as_tensor(iz, device=eng.device)
-        v = np.empty((masks.shape[0], Z.shape[0]))
-        for sl, G in eng.gammas(space, masks, key_space="concat"):
-            v[sl] = torch.matmul(G, w)[:, cols].cpu().numpy()
-        phi, base, pred = self._shapley(plan, v, len(pnames), active)
-        data = np.concatenate([XL, XR], axis=1)
-        phi, base, pred = phi * sign[:, None], base * sign, pred * sign
-        return self._finish("concat-shap", phi, base, pred, pnames, data, t0, plan, dropped, pnames,
-                            {"reference_size": int(Zref.shape[0])})
-
-

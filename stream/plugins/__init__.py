@@ -8,7 +8,8 @@ next to the learner) and its explainer adapters; the concepts they share have a 
     gpm.py         gpm, cgpm:  RefittingGPM / RefittingCGPM, Pref-SHAP, Bernoulli values
     gpm_merge.py   the count-weighted GPM ensemble that merges per-partition GPMs
     sessions.py    categorical distributional values of a click session (capacity and gpm)
-    budgets.py     explanation budgets (exact up to EXACT_MAX_PLAYERS players, then sampled)
+    budgets.py     explanation budgets (exact up to EXACT_MAX_PLAYERS players, then sampled to a target
+                   standard error) and the caps of every explainer call (fn.max_batch, fn.budget_s)
     groups.py      one-hot feature groups as players
     common.py      construct a learner with a clear error; tile a model-level explanation
 

@@ -29,7 +29,7 @@ import numpy as np
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError, InvalidParameterError
 from stream.example_arrays import reference_items, side_array
-from stream.plugins.budgets import budgets, dist_options, with_budgets
+from stream.plugins.budgets import budgets, capped, dist_options, with_budgets
 from stream.plugins.common import construct, require_trained, tile
 from stream.plugins.groups import groups_of, on_features, players
 
@@ -123,6 +123,7 @@ def merge_capacity(parts: list):
         return best[0]
 
 
+@capped(max_batch=4096, budget_s=2.0, step=4096)
 def capacity_shapley(learner, examples, ctx) -> Explanation:
     """Shapley values of the learned capacity (:func:`explainers.capacity.capacity_shapley`), one record per event.
 
@@ -142,6 +143,7 @@ def capacity_shapley(learner, examples, ctx) -> Explanation:
     return tile(shapley(learner), len(examples))
 
 
+@capped(max_batch=4096, budget_s=2.0, step=4096)
 def capacity_interaction(learner, examples, ctx) -> Explanation:
     """Shapley interaction indices of the learned capacity (:func:`explainers.capacity.capacity_interaction`)."""
     from explainers.capacity import capacity_interaction as interaction
@@ -150,14 +152,17 @@ def capacity_interaction(learner, examples, ctx) -> Explanation:
     return tile(interaction(learner), len(examples))
 
 
-def _sharp_catalog(learner, examples, ctx):
-    """The ShaRP explainer of a batch: a catalog of reference items plus the events' items.
+def _sharp_reference(learner, ctx):
+    """The ShaRP reference sample of a call, drawn once for all its events.
 
     Exact ShaRP scores ``2^players × catalog`` hybrid rows per explained item; the catalog is the
     reference sample, cut to ``12 · max_coalitions / 2^players`` items (at least 16) when that is
     smaller than ``reference_size`` (Pokémon, 9 players: 48 items), so exact enumeration fits the
     budget. Above ``exact_players`` players (at most 20) ``max_coalitions`` coalitions are evaluated
     (paired, size-stratified Kernel SHAP; :func:`explainers._coalitions.shapley_of_game`).
+
+    Returns ``(ref, make)``: ``make(XL, XR)`` is the :class:`~explainers.sharp.SharpExplainer` whose
+    catalog is ``ref`` followed by the rows of ``XL`` and ``XR``.
     """
     from explainers.sharp import SharpExplainer, learner_score_fn
 
@@ -170,42 +175,85 @@ def _sharp_catalog(learner, examples, ctx):
     if n_players <= exact_players:
         limit = min(limit, max(16, (12 * b["max_coalitions"]) >> n_players))
     ref = reference_items(ctx, names, limit=limit)
+    score = learner_score_fn(learner)
+
+    def make(XL, XR):
+        return SharpExplainer(score, np.concatenate([ref, XL, XR]), feature_names=names, feature_groups=groups or None,
+                              max_exact_players=exact_players, score_rows=512, max_coalitions=b["max_coalitions"])
+
+    return ref, make, b
+
+
+def _sharp_catalog(learner, examples, ctx):
+    """One ShaRP explainer for all of ``examples``: the reference sample plus every event's items
+    (``(explainer, n_reference, n_events, budgets)``); the catalog of one event is :func:`_sharp_events`'."""
+    ref, make, b = _sharp_reference(learner, ctx)
+    names = list(learner.feature_names)
     XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
-    X = np.concatenate([ref, XL, XR])
-    ex = SharpExplainer(learner_score_fn(learner), X, feature_names=names, feature_groups=groups or None,
-                        max_exact_players=exact_players, score_rows=512,
-                        max_coalitions=b["max_coalitions"])
-    return ex, len(ref), len(examples), b
+    return make(XL, XR), len(ref), len(examples), b
 
 
+def _sharp_events(learner, examples, ctx, explain_one):
+    """ShaRP of each event in its own catalog (the reference sample plus the event's two items), the
+    reference drawn once for the batch and the scoring function built once.
+
+    ShaRP ranks a hybrid among the catalog, so each event's catalog holds only its own items: a batch
+    equals one call per event (same seed) to 1e-9 under exact enumeration; sampled orders (above
+    ``exact_players``) draw from ``ctx.rng`` in turn and agree within their standard errors.
+    """
+    ref, make, b = _sharp_reference(learner, ctx)
+    names = list(learner.feature_names)
+    XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
+    n = len(ref)
+    out = [explain_one(make(XL[k:k + 1], XR[k:k + 1]), n) for k in range(len(examples))]
+    return with_budgets(out[0] if len(out) == 1 else Explanation.stack(out), b)
+
+
+@capped(max_batch=32, budget_s=2.0, step=8)
 def sharp_rank(learner, examples, ctx) -> Explanation:
-    """ShaRP rank QoI of the left item of each event within the catalog (Pliatsika et al. 2024, Eq. 3)."""
-    ex, n, k, b = _sharp_catalog(learner, examples, ctx)
-    return with_budgets(ex.explain(np.arange(n, n + k), "rank", seed=ctx.rng), b)
+    """ShaRP rank QoI of the left item of each event within its catalog (Pliatsika et al. 2024, Eq. 3)."""
+    return _sharp_events(learner, examples, ctx, lambda ex, n: ex.explain([n], "rank", seed=ctx.rng))
 
 
+@capped(max_batch=128, budget_s=2.0, step=32)
 def sharp_pairwise(learner, examples, ctx) -> Explanation:
     """ShaRP pairwise rank explanation of left vs right (Pliatsika et al. 2024, Section 5, Eq. 7)."""
-    ex, n, k, b = _sharp_catalog(learner, examples, ctx)
-    pairs = np.stack([np.arange(n, n + k), np.arange(n + k, n + 2 * k)], axis=1)
-    return with_budgets(ex.explain_pairwise(pairs, "rank", seed=ctx.rng), b)
+    return _sharp_events(learner, examples, ctx, lambda ex, n: ex.explain_pairwise(np.array([[n, n + 1]]), "rank",
+                                                                                   seed=ctx.rng))
 
 
+@capped(max_batch=256, budget_s=2.0, step=64)
 def margin_bernoulli(learner, examples, ctx) -> Explanation:
     """Bernoulli distributional values of who is preferred, from the learner's batched margin
-    (Franceschi et al. 2024)."""
-    from explainers.distributional import explain_preference, pairwise_margin_value_function
+    (Franceschi et al. 2024).
+
+    Exact enumeration: the margins of every event on every player coalition are one call of the
+    learner's margin (removed features at the duel's midpoint, as
+    :func:`~explainers.distributional.pairwise_margin_value_function`), equal to one call per event to
+    1e-9. Sampled (stratified) values run per event with seed 0, as one call per event does.
+    """
+    from explainers.distributional import (all_coalitions, explain_preference, masked_inputs,
+                                           pairwise_margin_value_function, table_value_function)
 
     b = budgets(ctx)
     names = list(learner.feature_names)
     XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
     margin = getattr(learner, "margins", None) or getattr(learner, "margin")
     pl, member = players(names, b["exact_players"])
+    opts = dist_options(len(pl), b)
+    table = None
+    if opts["method"] == "exact":
+        M = (all_coalitions(len(pl)).astype(np.int64) @ member.astype(np.int64)) > 0          # (K, d)
+        mid = (XL + XR) / 2
+        L = np.concatenate([masked_inputs(xl, m, M) for xl, m in zip(XL, mid)])
+        R = np.concatenate([masked_inputs(xr, m, M) for xr, m in zip(XR, mid)])
+        table = np.asarray(margin(L, R), dtype=np.float64).reshape(len(examples), -1).T        # (K, n)
     out = []
-    for xl, xr, ex in zip(XL, XR, examples):
-        nu = on_features(pairwise_margin_value_function(margin, xl, xr), member)
+    for k, (xl, xr, ex) in enumerate(zip(XL, XR, examples)):
+        nu = (table_value_function(table[:, k]) if table is not None
+              else on_features(pairwise_margin_value_function(margin, xl, xr), member))
         out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (xl - xr),
-                                      instance_id=ex.event_id, **dist_options(len(pl), b)))
+                                      instance_id=ex.event_id, **opts))
     return with_budgets(Explanation.concat(out), b)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError, NotFittedError
 from stream.example_arrays import context_array, reference_items, side_array
-from stream.plugins.budgets import budgets, dist_options, with_budgets
+from stream.plugins.budgets import budgets, capped, dist_options, target_of, with_budgets
 from stream.plugins.common import construct
 from stream.plugins.groups import groups_of, on_features, players
 
@@ -68,6 +68,9 @@ def gpm_loader(state: dict):
 
 
 _PREFSHAP_CACHE: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+#: Memory for the kernel blocks of one snapshot (Pokémon, 9 players, 128 reference items: 512 coalitions, 354 MiB
+#: in float64); coalitions beyond it are recomputed on every call.
+_CACHE_MB = 512.0
 
 
 def _prefshap_for(learner, ctx):
@@ -78,16 +81,19 @@ def _prefshap_for(learner, ctx):
     if model is None:
         raise NotFittedError("The GPM has not been refitted yet; nothing to explain.")
     b = budgets(ctx)
-    key = (b["exact_players"], b["max_coalitions"], b["reference_size"])
+    key = (b["exact_players"], b["max_coalitions"], b["reference_size"], b["target_se"])
     ps = _PREFSHAP_CACHE.get(model)
     if ps is None or getattr(ps, "_budget_key", None) != key:
+        import torch
+
         names = list(model.feature_names)
         ref = reference_items(ctx, names, limit=b["reference_size"])
         groups = groups_of(names, b["exact_players"])
-        # float32 on wide data: its largest deviation from float64 is measured in bench/explain_wide.py
+        # float64 throughout, so that a batch equals one call per event to 1e-9 (float32 matrix products
+        # round differently with the batch's shape); the kernel blocks of every coalition are kept
         ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=b["reference_size"],
                       random_state=0, max_coalitions=b["max_coalitions"], feature_groups=groups or None,
-                      dtype=_torch_float(len(names) > b["exact_players"]))
+                      dtype=torch.float64, cache_mb=_CACHE_MB, target_se=target_of(b))
         ps._budget_key = key
         pl, member = players(names, b["exact_players"])
         if 2 ** len(pl) <= b["max_coalitions"] and len(ref) >= 2:
@@ -98,13 +104,6 @@ def _prefshap_for(learner, ctx):
             ps.coalition_values((C.astype(np.int64) @ member.astype(np.int64)) > 0, ref[:1], ref[:1])
         _PREFSHAP_CACHE[model] = ps
     return model, ps, b
-
-
-def _torch_float(wide: bool):
-    """float32 for wide data (error vs float64 measured < 1e-4 relative, bench/explain_wide.py), else float64."""
-    import torch
-
-    return torch.float32 if wide else torch.float64
 
 
 def _outcome(examples):
@@ -119,38 +118,51 @@ def _duel_arrays(model, examples):
     return XL, XR, U
 
 
+@capped(max_batch=64, budget_s=2.0)
 def pref_shap(learner, examples, ctx) -> Explanation:
-    """Pref-SHAP of each duel (Hu, Chau et al. 2022, Prop. 3.2; Table 1 row 1), oriented winner vs loser when decided."""
+    """Pref-SHAP of each duel (Hu, Chau et al. 2022, Prop. 3.2; Table 1 row 1), oriented winner vs loser when decided.
+
+    A batch is one call: every duel is explained as if alone (its own constant players dropped) from one
+    table of the value function on all player coalitions (:mod:`explainers.prefshap.batch`). Exact
+    enumeration: equal to one call per event to 1e-9; sampled: duels with the same dropped players share
+    their coalitions (equal within the recorded standard errors).
+    """
     model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, U = _duel_arrays(model, examples)
     return with_budgets(ps.explain_duels(XL, XR, U, _outcome(examples)), b)
 
 
+@capped(max_batch=64, budget_s=2.0)
 def pref_shap_context(learner, examples, ctx) -> Explanation:
-    """Pref-SHAP of the context of each duel (Hu, Chau et al. 2022, Prop. 3.3; Table 1 row 3)."""
+    """Pref-SHAP of the context of each duel (Hu, Chau et al. 2022, Prop. 3.3; Table 1 row 3).
+
+    A batch is one call (one matrix product per chunk of context coalitions); exact enumeration equals one
+    call per event to 1e-9 (the dropped context players are those constant over the reference contexts,
+    the same for every batch).
+    """
     model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, _ = _duel_arrays(model, examples)
     return with_budgets(ps.explain_duel_contexts(context_array(examples, model.context_names), XL, XR,
                                                  _outcome(examples)), b)
 
 
+@capped(max_batch=64, budget_s=2.0)
 def gpm_bernoulli(learner, examples, ctx) -> Explanation:
     """Bernoulli distributional values from the Pref-SHAP value function: P(a feature flips who wins).
 
-    With exact enumeration the value function of every event is evaluated on the same coalitions in
-    one batched call (the kernel blocks are shared by all events); sampled estimators evaluate their
-    own coalitions per event.
+    With exact enumeration the value function of every event is the batch's player table
+    (:meth:`PrefSHAP.player_table <explainers.prefshap.PrefSHAP.player_table>`, shared with
+    :func:`pref_shap` on the same events); equal to one call per event to 1e-9. Sampled (stratified)
+    values are computed per event with its own seed-0 draws and the target standard error, so they
+    also equal one call per event to 1e-9.
     """
-    from explainers.distributional import all_coalitions, explain_preference, table_value_function
+    from explainers.distributional import explain_preference, table_value_function
 
     model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, U = _duel_arrays(model, examples)
     pl, member = players(list(model.feature_names), b["exact_players"])
     opts = dist_options(len(pl), b)
-    table = None
-    if opts["method"] == "exact":
-        C = all_coalitions(len(pl))
-        table = ps.coalition_values((C.astype(np.int64) @ member.astype(np.int64)) > 0, XL, XR, U)   # (2^P, n)
+    table = ps.player_table(XL, XR, U) if opts["method"] == "exact" else None       # (2^P, n)
     out = []
     for k, ex in enumerate(examples):
         if table is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from learners.exceptions import InvalidInputError
 from stream.example_arrays import background_arrays, side_array
+from stream.plugins.budgets import capped
 from stream.plugins.common import construct
 
 __all__ = ["explain_linear_shapley", "linear_factory", "linear_loader"]
@@ -45,11 +46,13 @@ def linear_loader(state: dict):
     return LinearBT.from_state(state)
 
 
+@capped(max_batch=4096, budget_s=2.0, step=4096)
 def explain_linear_shapley(learner, examples: list, ctx):
     """Exact Shapley values of w·(x_l − x_r) (:func:`explainers.linear.explain_linear`).
 
     The background mean difference μ = E[b_l − b_r] comes from ``ctx.background`` when it
     holds examples, else μ = 0 (left and right items i.i.d., Hu, Chau et al. 2022, Sec. 3.1).
+    A batch is one matrix product (exact: equal to one call per event to 1e-9).
     """
     from explainers.linear import explain_linear
 

@@ -16,7 +16,7 @@ import numpy as np
 from explainers._result import Explanation
 from learners.base import dict_to_array
 from learners.exceptions import NotFittedError
-from stream.plugins.budgets import budgets, dist_options, with_budgets
+from stream.plugins.budgets import budgets, capped, dist_options, with_budgets
 from stream.plugins.common import session_of, tile
 
 __all__ = ["choice_utilities", "session_categorical"]
@@ -56,8 +56,13 @@ def choice_utilities(learner, names):
     return u
 
 
+@capped(max_batch=4096, budget_s=2.0, step=4096)
 def session_categorical(learner, examples, ctx) -> Explanation:
-    """Categorical distributional values of a click among the shown items (Franceschi et al. 2024, Lemma 3.7)."""
+    """Categorical distributional values of a click among the shown items (Franceschi et al. 2024, Lemma 3.7).
+
+    One job is one click session (``ctx.params["session"]``): it is explained once and the explanation
+    tiled over the job's events, so a batch costs one explanation.
+    """
     from explainers.distributional import explain_choice
 
     s = session_of(ctx)
