@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,7 @@ from stream.contract import (
 )
 from stream.ingest import decode
 from stream.metrics import Metrics, build_metrics
+from stream.plugins.budgets import budgets_from_settings
 from stream.monitor import Monitor
 from stream.workers._snapshot import event_hash, parse_snapshot_key, split_stream_meta
 
@@ -102,9 +103,7 @@ class ExplainerCore:
         self._merged: dict[str, tuple[Any, int]] = {}
         self.queue: asyncio.Queue | None = None
         self._ignored: set = set()
-        self.budgets = {"exact_players": int(getattr(settings, "explain_exact_players", 10)),
-                        "max_coalitions": int(getattr(settings, "explain_max_coalitions", 2048)),
-                        "reference_size": int(getattr(settings, "explain_reference_size", 128))}
+        self.budgets = budgets_from_settings(settings)  # explain_exact_players, _max_coalitions, _reference_size, _target_se
         #: global importances and explanation-drift alarms (stream.monitor)
         self.monitor = Monitor.from_settings(settings, self.metrics)
 
@@ -289,11 +288,13 @@ class ExplainerCore:
                 out.append((name, method, hit[0], hit[1], fn, int(self.rng.integers(2**63))))
         return out
 
-    def explain_one(self, job: ExplainJob, entry, budgets: dict | None = None) -> list[dict]:
+    def explain_one(self, job: ExplainJob, entry, budgets: dict | None = None) -> tuple[list[dict], int]:
         """Run one planned explainer ``(model, method, learner, version, fn, seed)`` on ``job``.
 
-        Returns the valid records (invalid ones are counted and logged); raises what the
-        explainer raises. Thread-safe: snapshots are never mutated.
+        Returns ``(records, unfinished)``: the valid records (invalid ones are counted and logged)
+        and how many of the job's last examples the call left unexplained because it ran past
+        ``fn.budget_s`` (``extra["unfinished"]``, :func:`stream.plugins.budgets.capped`; the caller
+        requeues them). Raises what the explainer raises. Thread-safe: snapshots are never mutated.
         """
         name, method, learner, version, fn, seed = entry
         ctx = registry.ExplainContext(model_name=name, model_version=version, background=list(self.background),
@@ -306,7 +307,9 @@ class ExplainerCore:
         e.model_version = int(version)
         self.metrics.explanation_latency.labels(method=e.method).observe(dt)
         records = []
-        for rec in e.to_records(instance_ids=[x.event_id for x in job.examples]):
+        ids = [x.event_id for x in job.examples]
+        unfinished = int(e.extra.pop("unfinished", 0) or 0)  # a capped call explained a prefix only
+        for rec in e.to_records(instance_ids=ids[:len(ids) - unfinished]):
             try:
                 explanation_record_ok(rec)
             except InvalidInputError as exc:
@@ -317,7 +320,7 @@ class ExplainerCore:
             if isinstance(rec["extra"], dict):
                 rec["extra"].setdefault("origin", job.origin)
             records.append(rec)  # prefstream_explanations_total counts on delivery (stream.publish)
-        return records
+        return records, unfinished
 
     def explain(self, job: ExplainJob, plan) -> list[dict]:
         """Run the planned explainers (thread-safe: snapshots are never mutated); return records.
@@ -328,7 +331,13 @@ class ExplainerCore:
         records = []
         for entry in plan:
             try:
-                records.extend(self.explain_one(job, entry))
+                todo = job
+                while todo.examples:  # a capped call returns a prefix: explain the rest in the next call
+                    recs, unfinished = self.explain_one(todo, entry, self.budgets)
+                    records.extend(recs)
+                    if not unfinished:
+                        break
+                    todo = replace(todo, examples=todo.examples[len(todo.examples) - unfinished:])
             except NotFittedError:  # e.g. a GPM before its first refit: no model to explain yet, not a failure
                 self.metrics.explanations_skipped.labels(reason="no_model").inc()
             except Exception as exc:  # noqa: BLE001 - one failing method must not stop the others

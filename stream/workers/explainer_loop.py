@@ -318,9 +318,10 @@ class ExplainerLoop(ConsumerLoop):
         budgets = {**core.budgets, "budget_s": cap.budget_s}
         gen = self.generation
         t0 = time.perf_counter()
+        unfinished = 0
         try:
-            records = await asyncio.get_running_loop().run_in_executor(self.executor, core.explain_one, job, entry,
-                                                                       budgets)
+            records, unfinished = await asyncio.get_running_loop().run_in_executor(self.executor, core.explain_one,
+                                                                                   job, entry, budgets)
         except NotFittedError:  # e.g. a GPM before its first refit: no model to explain yet, not a failure
             self.shed(key, fresh, "no_model")
             return
@@ -332,9 +333,19 @@ class ExplainerLoop(ConsumerLoop):
         finally:
             dt = time.perf_counter() - t0
             self.queues.charge(key, dt)
-            cap.observe(len(examples), dt)
+            cap.observe(max(len(examples) - unfinished, 1), dt)
         if gen != self.generation:
             return  # rebalanced during the call: the partitions' next owner explains them
+        if unfinished:  # the call stopped at fn.budget_s: its unexplained tail goes back to the queue's front
+            done, n = len(examples) - unfinished, 0
+            for i, it in enumerate(fresh):
+                n += len(it.examples)
+                if n > done:
+                    self.queues.queues.setdefault(key, deque()).extendleft(reversed(fresh[i:]))
+                    fresh = fresh[:i]
+                    break
+            if not fresh:
+                return
         # still the owner? (a member expelled while running must not publish what the new owner explains)
         safe = {tp: off for tp, off in self.tracker.safe_offsets().items() if tp in {it.tp for it in fresh}}
         if not await self.fence(safe):
