@@ -1,9 +1,11 @@
 """Replay a CSV or JSONL file into a Kafka topic as contract-valid records (``prefstream replay FILE``).
 
 Every line becomes one record of the event contract (:mod:`stream.contract`), is validated at
-the source with :func:`stream.contract.validate_record`, and is sent with a kafka-python
-``KafkaProducer`` (``acks="all"``, key = ``event_id`` / ``session_id`` / ``item_id`` as UTF-8,
-``linger_ms`` batching). A line that cannot be turned into a valid record is *skipped* (counted,
+the source with :func:`stream.contract.validate_record` (preference CSV files column-wise,
+:mod:`stream.replay_csv`, with the same result), encoded with orjson and sent with a confluent-kafka
+(librdkafka) producer (``acks="all"``, idempotence on, key = ``event_id`` / ``session_id`` /
+``item_id`` as UTF-8, ``linger_ms`` batching; :mod:`stream.broker.producer` maps the kafka-python
+options of the rest of prefstream onto it). A line that cannot be turned into a valid record is *skipped* (counted,
 reported with its line number, not fatal); a record the producer fails to deliver is *failed*.
 
 File layouts
@@ -48,7 +50,6 @@ import csv
 import json
 import math
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -302,6 +303,24 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
     if suffix not in _JSONL_SUFFIXES + (".csv",):
         raise InvalidParameterError(f"Replay file must end in .csv, .jsonl, .ndjson or .json. Got {p.name!r} instead.")
     stem, now = p.stem, time.time()
+
+    def row_path(raw, line):
+        try:
+            rec = to_record(raw, kind, line, stem, now)
+            validate_record(kind, rec)
+        except (InvalidInputError, DeadLetter) as exc:
+            return None, _why(exc)
+        return rec, None
+
+    if suffix == ".csv" and kind == "preference":
+        from stream.replay_csv import fast_preference_rows
+
+        to_record = _csv_record
+        fast = fast_preference_rows(p, stem, now, row_path)
+        if fast is not None:
+            for line, rec, why in fast:
+                yield line, rec, why
+            return
     with open(p, encoding="utf-8", newline="", errors="surrogateescape") as fh:
         if suffix == ".csv":
             reader = csv.DictReader(fh)
@@ -314,13 +333,8 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
             rows = ((line, text) for line, text in enumerate(fh, start=1) if text.strip())
             to_record = _jsonl_record
         for line, raw in rows:
-            try:
-                rec = to_record(raw, kind, line, stem, now)
-                validate_record(kind, rec)
-            except (InvalidInputError, DeadLetter) as exc:
-                yield line, None, _why(exc)
-                continue
-            yield line, rec, None
+            rec, why = row_path(raw, line)
+            yield line, rec, why
 
 
 def iter_records(path: str | Path, kind: str = "preference", on_error: str = "raise") -> Iterator[tuple[int, dict]]:
@@ -388,10 +402,13 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     progress : bool, default True
         Show a tqdm progress bar on stderr and report the first ``max_report`` skipped lines.
     client_options : dict, optional
-        Extra ``KafkaProducer`` keyword arguments (security options from
-        :meth:`stream.settings.Settings.kafka_client_options`, and ``max_request_size`` /
-        ``compression_type`` from :meth:`~stream.settings.Settings.producer_options`); they
-        override the defaults ``acks="all"``, ``linger_ms=20``, ``batch_size=262144``.
+        Producer options in kafka-python's names (security options from
+        :meth:`stream.settings.Settings.kafka_client_options`, ``max_request_size`` /
+        ``compression_type`` from :meth:`~stream.settings.Settings.producer_options`, and
+        ``bootstrap_timeout_ms``, how long to wait for the broker, default 10 s), mapped onto
+        librdkafka by :func:`stream.broker.producer.confluent_config`; librdkafka properties
+        (``"linger.ms"``) pass through. They override the defaults ``acks="all"``, idempotence on,
+        ``linger_ms=20``, ``batch_size=1 MiB``, no compression.
     max_report : int, default 20
         Skipped lines printed to stderr when ``progress`` is true.
 
@@ -402,14 +419,22 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     Raises
     ------
     BrokerUnavailable
-        If no broker answers at ``bootstrap``.
+        If no broker answers at ``bootstrap`` (the message carries librdkafka's last error, e.g.
+        an authentication or TLS failure).
     InvalidParameterError
-        Bad ``kind``, ``rate``, missing or unsupported file.
-    """
-    from kafka import KafkaProducer
-    from kafka import errors as kerr
+        Bad ``kind``, ``rate``, missing or unsupported file, or a client option librdkafka lacks.
 
-    unreachable = tuple({getattr(kerr, "NoBrokersAvailable", kerr.KafkaTimeoutError), kerr.KafkaTimeoutError})
+    Notes
+    -----
+    The producer is confluent-kafka (librdkafka), chosen by measurement (``bench/replay_rate.py``,
+    README "Replay"): records are encoded with orjson as they are read (CSV preference files
+    column-wise, :mod:`stream.replay_csv`), handed to librdkafka's queue, and batched, compressed
+    and sent by its own threads; only failures call back into Python.
+    """
+    import orjson
+    from confluent_kafka import KafkaException, Producer
+
+    from stream.broker.producer import confluent_config, error_name, record_size
 
     check_param("replay", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
     if rate is not None:
@@ -419,67 +444,102 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     if not p.is_file():
         raise InvalidParameterError(f"Replay file {str(p)!r} does not exist or is not a file.")
     servers = [s.strip() for s in bootstrap.split(",")] if isinstance(bootstrap, str) else list(bootstrap)
-    opts: dict[str, Any] = {"acks": "all", "linger_ms": 20, "batch_size": 262_144, "retries": 5,
-                            "max_in_flight_requests_per_connection": 1, "client_id": "prefstream-replay"}
+    opts: dict[str, Any] = {"acks": "all", "enable_idempotence": True, "linger_ms": 20, "batch_size": 1 << 20,
+                            "client_id": "prefstream-replay", "compression_type": None,
+                            "queue.buffering.max.kbytes": 256 * 1024, "queue.buffering.max.messages": 1_000_000,
+                            "delivery_timeout_ms": 120_000}
     opts.update(client_options or {})
     opts["bootstrap_servers"] = servers
-    try:
-        producer = KafkaProducer(**opts)
-    except unreachable:
-        raise BrokerUnavailable(f"No Kafka broker answers at {','.join(servers)}; start the local one with "
-                                "`prefstream broker start` or pass the address of your cluster.") from None
+    max_request = int(opts.get("max_request_size") or 1_048_576)
+    probe_s = float(opts.get("bootstrap_timeout_ms") or 10_000) / 1000.0
 
     res = ReplayResult()
-    lock = threading.Lock()
+    last_error: list[str] = []
+    lost = [0]  # queued records that failed (delivery report or flush timeout)
 
-    def ok(_md):
-        with lock:
-            res.sent += 1
+    def failed(reason: str, msg: str) -> None:
+        res.failed += 1
+        if len(res.errors) < _MAX_REPORTED:
+            res.errors.append(f"{reason}: {msg}")
+        slot = res.failure_reasons.setdefault(reason, [0, " ".join(msg.split())[:300]])
+        slot[0] += 1
 
-    def err(exc):
-        with lock:
-            res.failed += 1
-            if len(res.errors) < _MAX_REPORTED:
-                res.errors.append(f"{type(exc).__name__}: {exc}")
-            slot = res.failure_reasons.setdefault(type(exc).__name__, [0, " ".join(str(exc).split())[:300]])
-            slot[0] += 1
+    def on_delivery(err, _msg) -> None:  # called for failures only (delivery.report.only.error)
+        if err is not None:
+            lost[0] += 1
+            failed(error_name(err), err.str())
+
+    def on_error(err) -> None:
+        last_error[:] = [f"{error_name(err)}: {err.str()}"]
+
+    cfg = confluent_config(opts)
+    cfg.update({"delivery.report.only.error": True, "on_delivery": on_delivery, "error_cb": on_error})
+    producer = Producer(cfg)
+    try:
+        producer.list_topics(timeout=probe_s)
+    except KafkaException:
+        producer.flush(0)
+        why = f" (last error: {last_error[0]})" if last_error else ""
+        raise BrokerUnavailable(f"No Kafka broker answers at {','.join(servers)}{why}; start the local one with "
+                                "`prefstream broker start` or pass the address of your cluster.") from None
 
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=_count_lines(p), unit="ev", desc=f"replay {p.name} → {topic}", file=sys.stderr,
-                   dynamic_ncols=True)
+                   dynamic_ncols=True, mininterval=0.5)
     bucket = TokenBucket(rate) if rate is not None else None
     key_field = _KEY_FIELD[kind]
+    produce, poll, dumps = producer.produce, producer.poll, orjson.dumps
+    queued = pending_bar = 0
     t0 = time.perf_counter()
     try:
         for line, rec, why in _iter_raw(p, kind):
+            pending_bar += 1
             if rec is None:
                 res.skipped += 1
                 if len(res.skipped_lines) < _MAX_REPORTED:
                     res.skipped_lines.append((line, why))
                 if bar is not None and res.skipped <= max_report:
                     bar.write(f"skipped line {line}: {why}", file=sys.stderr)
-                if bar is not None:
-                    bar.update(1)
                 continue
             if bucket is not None:
                 bucket.acquire()
-            value = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("utf-8")
             try:
-                fut = producer.send(topic, key=str(rec[key_field]).encode("utf-8"), value=value)
-            except Exception as exc:  # MessageSizeTooLarge, buffer timeout, serialisation …
-                err(exc)
-            else:
-                fut.add_callback(ok)
-                fut.add_errback(err)
-            if bar is not None:
-                bar.update(1)
-        producer.flush()
+                value = dumps(rec)
+            except (TypeError, orjson.JSONEncodeError):  # ints beyond 64 bits, lone surrogates
+                value = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("utf-8", "surrogateescape")
+            key = str(rec[key_field]).encode("utf-8", "surrogateescape")
+            if record_size(key, value) > max_request:
+                failed("MessageSizeTooLargeError", f"The message is {record_size(key, value)} bytes when serialized "
+                       f"which is larger than the maximum request size you have configured with the "
+                       f"max_request_size configuration ({max_request})")
+                continue
+            while True:
+                try:
+                    produce(topic, value, key)
+                    queued += 1
+                    break
+                except BufferError:  # librdkafka's queue is full: let it send
+                    poll(0.05)
+                except KafkaException as exc:
+                    failed(error_name(exc.args[0]), exc.args[0].str())
+                    break
+            if pending_bar >= 4096:
+                poll(0)
+                if bar is not None:
+                    bar.update(pending_bar)
+                pending_bar = 0
+        if bar is not None:
+            bar.update(pending_bar)
+        left = producer.flush(opts["delivery_timeout_ms"] / 1000.0 + 10)
+        for _ in range(left):
+            lost[0] += 1
+            failed("KafkaTimeoutError", "the broker did not acknowledge the record in time")
     finally:
         res.seconds = time.perf_counter() - t0
-        producer.close(timeout=10)
         if bar is not None:
             bar.close()
+    res.sent = queued - lost[0]
     return res
