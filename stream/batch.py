@@ -69,18 +69,29 @@ class BatchResult:
         return out
 
 
-def _raw_records(path: Path, kind: str) -> Iterator[tuple[int, bytes]]:
-    """(line, raw bytes) per record: JSONL lines verbatim (bad ones dead-letter later), CSV rows as JSON."""
+def _raw_records(path: Path, kind: str) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """(line, raw bytes, None) per record: JSONL lines verbatim (bad ones dead-letter later), CSV rows
+    as JSON; (line, None, why) for a CSV row that is no record."""
     from stream.replay import _iter_raw
 
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         with open(path, "rb") as fh:
             for line, raw in enumerate(fh, start=1):
                 if raw.strip():
-                    yield line, raw.rstrip(b"\r\n")
+                    yield line, raw.rstrip(b"\r\n"), None
         return
     for line, rec, why in _iter_raw(path, kind):
-        yield line, (json.dumps(rec).encode() if rec is not None else json.dumps({"_invalid_csv_row": line, "why": why}).encode())
+        yield line, (json.dumps(rec).encode() if rec is not None else None), why
+
+
+def _row_dead_letter(line: int, why: str, topic: str, offset: int) -> dict:
+    """A CSV row that could not become a record, as a dead letter with its own reason and line."""
+    from stream.contract import DEAD_LETTER_REASONS, dead_letter_record
+
+    reason, _, detail = why.partition(": ")
+    if reason not in DEAD_LETTER_REASONS:
+        reason, detail = "schema_violation", why
+    return dead_letter_record(None, reason, f"line {line}: {detail}", topic, 0, offset)
 
 
 def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None, kind: str = "preference",
@@ -143,7 +154,10 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     res = BatchResult()
     t0 = time.perf_counter()
     if items_path is not None:
-        for i, raw in _raw_records(Path(items_path), "item"):
+        for i, raw, why in _raw_records(Path(items_path), "item"):
+            if raw is None:
+                log.warning("items file %s, line %d skipped: %s", items_path, i, why)
+                continue
             learner.on_item(None, raw, 0, i)
             explainer.on_item(None, raw, 0, i)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -174,8 +188,13 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         raise InvalidParameterError(f"Cannot write the output {str(out)!r}: {exc.strerror}. Choose a writable file path.") from None
     with fo, fd:
         bar = tqdm(total=total, disable=not progress, unit="rec", desc=f"prefstream run {inp.name}")
-        for offset, (_line, raw) in enumerate(_raw_records(inp, kind)):
+        for offset, (line, raw, why) in enumerate(_raw_records(inp, kind)):
             res.records += 1
+            if raw is None:
+                res.dead_letters += 1
+                fd.write(json.dumps(_row_dead_letter(line, why, topic, offset)) + "\n")
+                bar.update(1)
+                continue
             for dl in learner.process(st, offset, raw):
                 res.dead_letters += 1
                 fd.write(json.dumps(dl) + "\n")

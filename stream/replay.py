@@ -58,7 +58,7 @@ from typing import Any, Iterator
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError, check_param
 from stream.contract import SCHEMA_VERSION, DeadLetter, validate_record
 
-__all__ = ["BrokerUnavailable", "ReplayResult", "TokenBucket", "iter_records", "replay"]
+__all__ = ["BrokerUnavailable", "ReplayResult", "TokenBucket", "iter_records", "replay", "sniff_kind"]
 
 _KINDS = ("preference", "click", "item")
 _KEY_FIELD = {"preference": "event_id", "click": "session_id", "item": "item_id"}
@@ -285,6 +285,75 @@ def _jsonl_record(text: str, kind: str, line: int, stem: str, now: float) -> Any
     return doc
 
 
+#: the column each CSV kind cannot do without, and what it holds
+_REQUIRED_COLUMN = {
+    "preference": ("outcome", "1 (left preferred), -1 (right preferred) or 0 (indifferent) beside "
+                              "left.<feature> / right.<feature> or left_id / right_id"),
+    "click": ("session_id", "the session id beside shown and clicked (item ids separated by |)"),
+    "item": ("item_id", "the item id beside one column per feature"),
+}
+_KIND_WORDS = {"preference": "preference events", "click": "click sessions", "item": "item records"}
+
+
+def sniff_kind(path: str | Path) -> str | None:
+    """The record kind a CSV or JSONL file holds, from its header or first record (None: cannot tell).
+
+    A CSV header with ``session_id`` and ``shown`` (or an Open Bandit file) holds click sessions, one
+    with ``outcome`` preference events, one with ``item_id`` item records; a JSONL file is judged by
+    the keys of its first object the same way.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "c.csv")
+    >>> _ = open(p, "w").write("session_id,shown,clicked\\ns1,a|b,a\\n")
+    >>> sniff_kind(p)
+    'click'
+    """
+    p = Path(path)
+    try:
+        with open(p, encoding="utf-8", newline="", errors="surrogateescape") as fh:
+            if p.suffix.lower() == ".csv":
+                keys = {c.strip() for c in next(csv.reader(fh), [])}
+            else:
+                first = next((t for t in fh if t.strip()), "")
+                try:
+                    doc = json.loads(first)
+                except ValueError:
+                    return None
+                keys = set(doc) if isinstance(doc, dict) else set()
+    except (OSError, StopIteration):
+        return None
+    if {"session_id", "shown"} <= keys:
+        return "click"
+    if "outcome" in keys:
+        return "preference"
+    if "item_id" in keys:
+        return "item"
+    if p.suffix.lower() in (".csv", ".gz"):
+        from stream.adapters.clicks import is_obd_csv
+
+        return "click" if is_obd_csv(p) else None
+    return None
+
+
+def _check_header(p: Path, kind: str) -> None:
+    """One clear error when a CSV lacks the column its kind cannot do without."""
+    with open(p, encoding="utf-8", newline="", errors="surrogateescape") as fh:
+        header = next(csv.reader(fh), None)
+    if header is None:
+        return
+    fields = [c.strip() for c in header]
+    col, what = _REQUIRED_COLUMN[kind]
+    if col in fields:
+        return
+    other = sniff_kind(p)
+    hint = f" It looks like {_KIND_WORDS[other]}: pass --kind {other}." if other not in (None, kind) else ""
+    shown = ", ".join(fields[:8]) + (", …" if len(fields) > 8 else "")
+    raise InvalidInputError(f"{p.name} has no {col!r} column: a {kind} CSV needs {col} ({what}); its header "
+                            f"(line 1) has {shown}.{hint}")
+
+
 def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, str | None]]:
     """``(line number, record or None, skip reason or None)`` for every data line."""
     check_param("iter_records", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
@@ -302,6 +371,8 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
     suffix = p.suffix.lower()
     if suffix not in _JSONL_SUFFIXES + (".csv",):
         raise InvalidParameterError(f"Replay file must end in .csv, .jsonl, .ndjson or .json. Got {p.name!r} instead.")
+    if suffix == ".csv":
+        _check_header(p, kind)
     stem, now = p.stem, time.time()
 
     def row_path(raw, line):
