@@ -170,13 +170,15 @@ def in_process(ds, models: list[str], params: dict, XL, XR, y, batch: int) -> di
             lr.refit()
     out = {}
     for m, lr in learners.items():
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for a in range(0, len(y), batch):
             sl = slice(a, a + batch)
             lr.predict_proba_many(XL[sl], XR[sl])
             lr.learn_many(XL[sl], XR[sl], y[sl])
         out[m] = len(y) / (time.perf_counter() - t)
+        out[m + "_per_cpu_s"] = len(y) / (time.process_time() - c)
     out["all"] = 1.0 / sum(1.0 / out[m] for m in models)
+    out["all_per_cpu_s"] = 1.0 / sum(1.0 / out[m + "_per_cpu_s"] for m in models)
     return out
 
 
@@ -198,24 +200,28 @@ def profile_core(ds, models, params, records, batch: int, partitions: int) -> di
 
     from stream.workers.learner_core import LearnerCore
 
+    # refits run in a separate process in the worker; here the GPM is fitted once (on the first
+    # min_train events, outside the clock) and not refitted, so the profile is the loop's own cost
+    params = {m: dict(p, **({"refit_every": None, "drift": False} if m in ("gpm", "cgpm") else {}))
+              for m, p in params.items()}
     s = settings_for(ds, models, params, snapshot_every_events=1000)
     core = LearnerCore(s)
-    sts = [core.new_source(s.topic_preferences, p, {}) for p in range(partitions)]
-    per = [[] for _ in range(partitions)]
-    for off, (k, v) in enumerate(records):
-        per[hash(k) % partitions].append(v)
+    st = core.new_source(s.topic_preferences, 0, {})
+    vals = [v for _, v in records]
+    warm = 1000
+    for a in range(0, warm, batch):
+        core.process_batch(st, [(a + j, v, None, None) for j, v in enumerate(vals[a:a + batch])])
     prof = cProfile.Profile()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     prof.enable()
-    for p, st in enumerate(sts):
-        vals = per[p]
-        for a in range(0, len(vals), batch):
-            core.process_batch(st, [(a + j, v, None, None) for j, v in enumerate(vals[a:a + batch])])
-            if core.snapshot_due(st):
-                recs, _acks, versions = core.build_snapshots(st)
-                core.snapshot_done(st, versions, True)
+    for a in range(warm, len(vals), batch):
+        core.process_batch(st, [(a + j, v, None, None) for j, v in enumerate(vals[a:a + batch])])
+        if core.snapshot_due(st):
+            recs, _acks, versions = core.build_snapshots(st)
+            core.snapshot_done(st, versions, True)
     prof.disable()
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    n = len(vals) - warm
     stats = pstats.Stats(prof).stats
     # attribute each function's *inclusive* time to the outermost category on its call path:
     # approximate by the tottime of every function, categorised by its own name or its callers'
@@ -244,8 +250,8 @@ def profile_core(ds, models, params, records, batch: int, partitions: int) -> di
     for func, (_cc, _nc, tt, _ct, _callers) in stats.items():
         cat_time[category(func)] += tt
     total = sum(cat_time.values())
-    return {"wall_s": wall, "events": len(records), "events_per_s": len(records) / wall,
-            "seconds": {c: round(v * wall / total, 3) for c, v in cat_time.items()}}
+    return {"wall_s": wall, "cpu_s": cpu, "events": n, "events_per_s": n / wall, "events_per_cpu_s": n / cpu,
+            "share": {c: round(v / total, 3) for c, v in cat_time.items()}}
 
 
 # ----------------------------------------------------------------------------- the worker
@@ -365,6 +371,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kafka-python-events", type=int, default=50_000, help="kafka-python reads only this many")
     ap.add_argument("--profile-events", type=int, default=30_000, help="events of the in-process core profile (0: none)")
     ap.add_argument("--skip-linear-bt", action="store_true")
+    ap.add_argument("--in-process-events", type=int, default=50_000)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -396,15 +403,17 @@ def main(argv=None) -> int:
                                                    min(n, args.kafka_python_events))
         res.update(raw)
         print("raw consume: " + ", ".join(f"{k}={v:,.0f}/s" for k, v in raw.items()) + f"; load {load()}", flush=True)
-        ip = in_process(ds, models, params, XL[:50_000], XR[:50_000], y[:50_000], 500)
+        ip = in_process(ds, models, params, XL[:args.in_process_events], XR[:args.in_process_events],
+                        y[:args.in_process_events], 500)
         res["in_process"] = ip
-        print("in-process on arrays (50,000 duels, batches of 500): "
+        print(f"in-process on arrays ({args.in_process_events} duels, batches of 500): "
               + ", ".join(f"{k}={v:,.0f}/s" for k, v in ip.items()) + f"; load {load()}", flush=True)
         if args.profile_events:
             prof = profile_core(ds, models, params, records[: args.profile_events], 500, args.partitions)
             res["profile"] = prof
-            print(f"worker core in-process on {prof['events']} message bytes: {prof['events_per_s']:,.0f} events/s; "
-                  f"seconds: {json.dumps(prof['seconds'])}; load {load()}", flush=True)
+            print(f"worker core in-process on {prof['events']} message bytes (no refits, under cProfile): "
+                  f"{prof['events_per_s']:,.0f} events/s, {prof['events_per_cpu_s']:,.0f} per CPU-second; share of "
+                  f"time: {json.dumps(prof['share'])}; load {load()}", flush=True)
         tmp = Path(f"/tmp/prefstream-catchup-{u}")
         tmp.mkdir(parents=True, exist_ok=True)
         config = write_settings_toml(tmp / "catchup.toml", {"feature_names": list(ds.feature_names),
@@ -420,9 +429,12 @@ def main(argv=None) -> int:
             r["duplicated"] = {m: max(c - n, 0) for m, (c, _) in r["per_model"].items()}
             r["digest_equal"] = {m: d == expected for m, (_, d) in r["per_model"].items()}
             cores = {pid: round(c / r["span_s"], 2) for pid, c in r["cpu_s"].items()} if r["span_s"] == r["span_s"] else {}
+            cpu_total = sum(r["cpu_s"].values())
+            r["events_per_cpu_s"] = (n / cpu_total) if cpu_total > 0 else float("nan")
+            r["cores"] = cores
             print(f"[{label}] {workers} worker(s), models {mods}: {r['events_per_s']:,.0f} events/s over {r['span_s']:.1f} s; "
                   f"arrival->learned p50={r['p50_ms']:.1f} ms p99={r['p99_ms']:.1f} ms; refits={r['refits']:.0f}; "
-                  f"CPU cores per process {cores}; lost {r['lost']} duplicated {r['duplicated']} "
+                  f"CPU cores per process {cores} ({r['events_per_cpu_s']:,.0f} events per CPU-second); lost {r['lost']} duplicated {r['duplicated']} "
                   f"digest equal {r['digest_equal']}; load {load()}", flush=True)
             return r
 
@@ -444,6 +456,9 @@ def main(argv=None) -> int:
         lost = dup = -1  # same count, different event set
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+    print(f"per CPU-second (load-independent): worker {full.get('events_per_cpu_s', float('nan')):,.0f}, in-process "
+          f"{ip['all_per_cpu_s']:,.0f}, ratio {full.get('events_per_cpu_s', float('nan')) / ip['all_per_cpu_s']:.3f}; "
+          f"linear-bt worker {lbt.get('events_per_cpu_s', float('nan')):,.0f}")
     print(f"load_average={load()}")
     print(f"events_per_s={full['events_per_s']:.1f} linear_bt_events_per_s={lbt['events_per_s']:.1f} "
           f"aiokafka_raw={raw['aiokafka_raw']:.1f} confluent_raw={raw['confluent_raw']:.1f} "

@@ -503,9 +503,8 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     and sent by its own threads; only failures call back into Python.
     """
     import orjson
-    from confluent_kafka import KafkaException, Producer
 
-    from stream.broker.producer import confluent_config, error_name, record_size
+    from stream.broker.producer import Sender
 
     check_param("replay", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
     if rate is not None:
@@ -515,18 +514,10 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     if not p.is_file():
         raise InvalidParameterError(f"Replay file {str(p)!r} does not exist or is not a file.")
     servers = [s.strip() for s in bootstrap.split(",")] if isinstance(bootstrap, str) else list(bootstrap)
-    opts: dict[str, Any] = {"acks": "all", "enable_idempotence": True, "linger_ms": 20, "batch_size": 1 << 20,
-                            "client_id": "prefstream-replay", "compression_type": None,
-                            "queue.buffering.max.kbytes": 256 * 1024, "queue.buffering.max.messages": 1_000_000,
-                            "delivery_timeout_ms": 120_000}
-    opts.update(client_options or {})
-    opts["bootstrap_servers"] = servers
-    max_request = int(opts.get("max_request_size") or 1_048_576)
+    opts: dict[str, Any] = {"client_id": "prefstream-replay", **(client_options or {}), "bootstrap_servers": servers}
     probe_s = float(opts.get("bootstrap_timeout_ms") or 10_000) / 1000.0
 
     res = ReplayResult()
-    last_error: list[str] = []
-    lost = [0]  # queued records that failed (delivery report or flush timeout)
 
     def failed(reason: str, msg: str) -> None:
         res.failed += 1
@@ -535,22 +526,10 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
         slot = res.failure_reasons.setdefault(reason, [0, " ".join(msg.split())[:300]])
         slot[0] += 1
 
-    def on_delivery(err, _msg) -> None:  # called for failures only (delivery.report.only.error)
-        if err is not None:
-            lost[0] += 1
-            failed(error_name(err), err.str())
-
-    def on_error(err) -> None:
-        last_error[:] = [f"{error_name(err)}: {err.str()}"]
-
-    cfg = confluent_config(opts)
-    cfg.update({"delivery.report.only.error": True, "on_delivery": on_delivery, "error_cb": on_error})
-    producer = Producer(cfg)
-    try:
-        producer.list_topics(timeout=probe_s)
-    except KafkaException:
-        producer.flush(0)
-        why = f" (last error: {last_error[0]})" if last_error else ""
+    sender = Sender(opts, failed)
+    if not sender.probe(probe_s):
+        sender.flush(0)
+        why = f" (last error: {sender.last_error})" if sender.last_error else ""
         raise BrokerUnavailable(f"No Kafka broker answers at {','.join(servers)}{why}; start the local one with "
                                 "`prefstream broker start` or pass the address of your cluster.") from None
 
@@ -562,8 +541,8 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
                    dynamic_ncols=True, mininterval=0.5)
     bucket = TokenBucket(rate) if rate is not None else None
     key_field = _KEY_FIELD[kind]
-    produce, poll, dumps = producer.produce, producer.poll, orjson.dumps
-    queued = pending_bar = 0
+    send, poll, dumps = sender.send, sender.poll, orjson.dumps
+    pending_bar = 0
     t0 = time.perf_counter()
     try:
         for line, rec, why in _iter_raw(p, kind):
@@ -581,22 +560,7 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
                 value = dumps(rec)
             except (TypeError, orjson.JSONEncodeError):  # ints beyond 64 bits, lone surrogates
                 value = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("utf-8", "surrogateescape")
-            key = str(rec[key_field]).encode("utf-8", "surrogateescape")
-            if record_size(key, value) > max_request:
-                failed("MessageSizeTooLargeError", f"The message is {record_size(key, value)} bytes when serialized "
-                       f"which is larger than the maximum request size you have configured with the "
-                       f"max_request_size configuration ({max_request})")
-                continue
-            while True:
-                try:
-                    produce(topic, value, key)
-                    queued += 1
-                    break
-                except BufferError:  # librdkafka's queue is full: let it send
-                    poll(0.05)
-                except KafkaException as exc:
-                    failed(error_name(exc.args[0]), exc.args[0].str())
-                    break
+            send(topic, str(rec[key_field]).encode("utf-8", "surrogateescape"), value)
             if pending_bar >= 4096:
                 poll(0)
                 if bar is not None:
@@ -604,13 +568,10 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
                 pending_bar = 0
         if bar is not None:
             bar.update(pending_bar)
-        left = producer.flush(opts["delivery_timeout_ms"] / 1000.0 + 10)
-        for _ in range(left):
-            lost[0] += 1
-            failed("KafkaTimeoutError", "the broker did not acknowledge the record in time")
+        sender.flush()
     finally:
         res.seconds = time.perf_counter() - t0
         if bar is not None:
             bar.close()
-    res.sent = queued - lost[0]
+    res.sent = sender.delivered
     return res

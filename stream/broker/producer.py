@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from learners.exceptions import InvalidParameterError
 
-__all__ = ["KAFKA_PYTHON_TO_LIBRDKAFKA", "confluent_config", "error_name", "record_size"]
+__all__ = ["KAFKA_PYTHON_TO_LIBRDKAFKA", "Sender", "confluent_config", "error_name", "record_size"]
 
 #: kafka-python keyword -> librdkafka property
 KAFKA_PYTHON_TO_LIBRDKAFKA: dict[str, str] = {
@@ -141,3 +141,101 @@ def error_name(err: Any) -> str:
     """
     name = err.name() if hasattr(err, "name") else type(err).__name__
     return _ERROR_NAMES.get(name, f"KafkaError.{name}")
+
+
+class Sender:
+    """A confluent-kafka producer configured with kafka-python options; failures counted by reason.
+
+    Parameters
+    ----------
+    options : mapping
+        kafka-python keyword arguments (mapped by :func:`confluent_config`) over the defaults
+        ``acks="all"``, idempotence on, ``linger_ms=20``, 1 MiB batches, no compression, 120 s
+        delivery timeout.
+    on_failure : callable, optional
+        ``on_failure(reason, message)`` per record that could not be delivered (``reason`` in
+        kafka-python's error names, :func:`error_name`).
+
+    Attributes
+    ----------
+    queued : int
+        Records handed to librdkafka.
+    lost : int
+        Queued records that failed afterwards (delivery report or flush timeout); the records
+        delivered are ``queued - lost`` once :meth:`flush` returned.
+    last_error : str or None
+        librdkafka's last client-level error (connection, authentication, TLS).
+    """
+
+    DEFAULTS = {"acks": "all", "enable_idempotence": True, "linger_ms": 20, "batch_size": 1 << 20,
+                "compression_type": None, "queue.buffering.max.kbytes": 256 * 1024,
+                "queue.buffering.max.messages": 1_000_000, "delivery_timeout_ms": 120_000}
+
+    def __init__(self, options: Mapping[str, Any], on_failure=None) -> None:
+        from confluent_kafka import Producer
+
+        opts = {**self.DEFAULTS, **options}
+        self.delivery_timeout_s = float(opts["delivery_timeout_ms"]) / 1000.0
+        self.max_request = int(opts.get("max_request_size") or 1_048_576)
+        self.queued = self.lost = 0
+        self.last_error: str | None = None
+        self._on_failure = on_failure or (lambda reason, msg: None)
+
+        def on_delivery(err, _msg) -> None:  # failures only (delivery.report.only.error)
+            if err is not None:
+                self.lost += 1
+                self._on_failure(error_name(err), err.str())
+
+        def on_error(err) -> None:
+            self.last_error = f"{error_name(err)}: {err.str()}"
+
+        cfg = confluent_config(opts)
+        # failures reach on_failure / last_error (and the caller's message): no librdkafka console log
+        cfg.update({"delivery.report.only.error": True, "on_delivery": on_delivery, "error_cb": on_error,
+                    "log_level": 2})
+        self._p = Producer(cfg)
+        self.poll = self._p.poll
+
+    def probe(self, timeout_s: float) -> bool:
+        """True when a broker answered a metadata request within ``timeout_s`` seconds."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._p.list_topics(timeout=timeout_s)
+        except KafkaException:
+            return False
+        return True
+
+    def send(self, topic: str, key: bytes | None, value: bytes) -> bool:
+        """Queue one record (waiting while librdkafka's queue is full); False when refused at once."""
+        from confluent_kafka import KafkaException
+
+        size = record_size(key, value)
+        if size > self.max_request:  # kafka-python's check before sending, with its words
+            self._on_failure("MessageSizeTooLargeError", f"The message is {size} bytes when serialized which is "
+                             "larger than the maximum request size you have configured with the max_request_size "
+                             f"configuration ({self.max_request})")
+            return False
+        while True:
+            try:
+                self._p.produce(topic, value, key)
+                self.queued += 1
+                return True
+            except BufferError:  # the queue is full: let librdkafka send
+                self._p.poll(0.05)
+            except KafkaException as exc:
+                self._on_failure(error_name(exc.args[0]), exc.args[0].str())
+                return False
+
+    def flush(self, timeout_s: float | None = None) -> int:
+        """Wait for every queued record; the ones still pending after the timeout count as lost."""
+        left = self._p.flush(self.delivery_timeout_s + 10 if timeout_s is None else timeout_s)
+        for _ in range(left):
+            self.lost += 1
+            self._on_failure("KafkaTimeoutError", "the broker did not acknowledge the record in time")
+        return left
+
+    @property
+    def delivered(self) -> int:
+        """Records acknowledged so far (exact once :meth:`flush` returned)."""
+        return self.queued - self.lost
