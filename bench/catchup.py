@@ -183,7 +183,7 @@ def in_process(ds, models: list[str], params: dict, XL, XR, y, batch: int) -> di
 
 
 _CATEGORIES = [  # (category, substrings of "file:function" in the profile), first match wins
-    ("refit", ("refit", "falkon", "fit_window")),
+    ("refit", (".py:refit", "falkon.py", "fit_window", "_maybe_refit")),
     ("snapshot", ("build_snapshots", "encode_snapshot", "state_dict", "snapshot_done")),
     ("decode+validate", ("parse_batch", "ingest.py", "contract/")),
     ("arrays", ("learner_arrays", "example_arrays")),
