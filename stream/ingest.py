@@ -138,8 +138,9 @@ def _names_ok(names: tuple) -> bool:
 
 
 def _shape(d: Any):
-    """``(event_id, timestamp, outcome, names, n_ctx, left_id, right_id, values)`` of an event of the
-    common shape, or None. ``values``: left, right, context values, then the weight (if given)."""
+    """``(event_id, timestamp, outcome, names, left, right, context, left_id, right_id)`` of an event of
+    the common shape (``left`` / ``right`` / ``context``: the feature dicts; context None when absent),
+    or None."""
     if type(d) is not dict or not (d.keys() <= _PREF_KEYS):
         return None
     sv, eid, ts, o = d.get("schema_version"), d.get("event_id"), d.get("timestamp"), d.get("outcome")
@@ -156,62 +157,79 @@ def _shape(d: Any):
     names = tuple(fl)
     if tuple(fr) != names or not _names_ok(names):
         return None
-    ids = []
-    for ref in (left, right):
-        i = ref.get("id")
-        if i is not None and (type(i) is not str or not 0 < len(i) <= 512):
-            return None
-        if i is None and "id" in ref:
-            return None
-        ids.append(i)
-    vals = [*fl.values(), *fr.values()]
-    n_ctx = -1
+    lid, rid = left.get("id"), right.get("id")
+    if lid is not None and (type(lid) is not str or not 0 < len(lid) <= 512) or (lid is None and "id" in left):
+        return None
+    if rid is not None and (type(rid) is not str or not 0 < len(rid) <= 512) or (rid is None and "id" in right):
+        return None
+    c = None
     if "context" in d:
         c = d["context"]
         if type(c) is not dict or (c and not _names_ok(tuple(c))):
             return None
-        n_ctx = len(c)
-        vals += c.values()
-    if "weight" in d:
-        vals.append(d["weight"])
-    return eid, ts, o, names, n_ctx, ids[0], ids[1], vals
+    return eid, ts, o, names, fl, fr, c, lid, rid
 
 
 def _fast_preferences(docs: Sequence[Any]) -> list:
     """Per decoded message: the :class:`PreferenceExample` of an event of the common shape whose
     values all pass, else None (that message goes through :func:`preference_from_doc`)."""
     out: list = [None] * len(docs)
-    shapes = [(j, sh) for j, d in enumerate(docs) if (sh := _shape(d)) is not None]
-    if not shapes:
+    picked, starts, flat, weights = [], [], [], []
+    ext = flat.extend
+    for j, d in enumerate(docs):
+        sh = _shape(d)
+        if sh is None:
+            continue
+        starts.append(len(flat))
+        ext(sh[4].values())
+        ext(sh[5].values())
+        if sh[6]:
+            ext(sh[6].values())
+        if "weight" in d:
+            weights.append(len(flat))
+            flat.append(d["weight"])
+        picked.append((j, sh))
+    if not picked:
         return out
-    flat = [v for _, sh in shapes for v in sh[7]]
-    if not set(map(type, flat)) <= {float, int}:  # a bool, string, null …: sort those messages out
-        shapes = [(j, sh) for j, sh in shapes if set(map(type, sh[7])) <= {float, int}]
-        flat = [v for _, sh in shapes for v in sh[7]]
+    if not set(map(type, flat)) <= {float, int}:  # a bool, string, null …: leave those messages out
+        keep = [k for k, (j, sh) in enumerate(picked) if set(map(type, _values(docs[j], sh))) <= {float, int}]
+        return _fast_preferences_of([picked[k] for k in keep], docs, out)
     try:
         arr = np.array(flat, dtype=np.float64)
     except OverflowError:  # an integer beyond float range: the validator words that message's reason
-        shapes = [(j, sh) for j, sh in shapes if all(-1e300 < v < 1e300 for v in sh[7])]
-        flat = [v for _, sh in shapes for v in sh[7]]
-        arr = np.array(flat, dtype=np.float64)
+        return _fast_preferences_of(picked, docs, out, finite_ints=True)
     ok = np.abs(arr) <= MAX_ABS_VALUE  # NaN and ±inf fail too
-    lo, hi = WEIGHT_RANGE
+    if weights:
+        w = arr[weights]
+        ok[weights] = (w >= WEIGHT_RANGE[0]) & (w <= WEIGHT_RANGE[1])
+    good = np.logical_and.reduceat(ok, starts).tolist()
     floats = arr.tolist()
-    oks = ok.tolist()
-    a = 0
-    for j, (eid, ts, o, names, n_ctx, lid, rid, vals) in shapes:
-        b = a + len(vals)
-        d = docs[j]
-        has_w = "weight" in d
-        if all(oks[a:b - 1] if has_w else oks[a:b]) and (not has_w or lo <= floats[b - 1] <= hi):
-            k = len(names)
-            ctx = None
-            if n_ctx >= 0:
-                ctx = dict(zip(d["context"], floats[a + 2 * k:a + 2 * k + n_ctx]))
-            out[j] = PreferenceExample(eid, float(ts), dict(zip(names, floats[a:a + k])),
-                                       dict(zip(names, floats[a + k:a + 2 * k])), o, ctx,
-                                       floats[b - 1] if has_w else 1.0, lid, rid)
-        a = b
+    for (j, (eid, ts, o, names, _fl, _fr, c, lid, rid)), a, g in zip(picked, starts, good):
+        if not g:
+            continue
+        k = len(names)
+        m = a + 2 * k
+        ctx = None if c is None else dict(zip(c, floats[m:m + len(c)]))
+        if c is not None:
+            m += len(c)
+        out[j] = PreferenceExample(eid, float(ts), dict(zip(names, floats[a:a + k])), dict(zip(names, floats[a + k:a + 2 * k])),
+                                   o, ctx, floats[m] if "weight" in docs[j] else 1.0, lid, rid)
+    return out
+
+
+def _values(d: dict, sh: tuple) -> list:
+    vals = [*sh[4].values(), *sh[5].values(), *(sh[6].values() if sh[6] else ())]
+    if "weight" in d:
+        vals.append(d["weight"])
+    return vals
+
+
+def _fast_preferences_of(picked: list, docs: Sequence[Any], out: list, finite_ints: bool = False) -> list:
+    """:func:`_fast_preferences` again on the messages ``picked`` (rare: after a wrong type or a huge integer)."""
+    sub = [docs[j] for j, sh in picked if not finite_ints or all(-1e300 < v < 1e300 for v in _values(docs[j], sh))]
+    idx = [j for j, sh in picked if not finite_ints or all(-1e300 < v < 1e300 for v in _values(docs[j], sh))]
+    for j, ex in zip(idx, _fast_preferences(sub) if sub else []):
+        out[j] = ex
     return out
 
 
