@@ -331,28 +331,41 @@ def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int
     p50 = _histogram_quantile(hist, "prefstream_learn_latency_seconds", 0.50) * 1e3
     p99 = _histogram_quantile(hist, "prefstream_learn_latency_seconds", 0.99) * 1e3
     top = [ln for ln in hist.splitlines() if ln.startswith("prefstream_learn_latency_seconds_bucket{") and 'le="+Inf"' in ln]
+    # final snapshots: per model, count and digest over every partition. With several workers the
+    # learned counters can pass N before every event is in a snapshot (a partition that moved at
+    # the start is relearned by its new owner and counted by both), so wait for the snapshots
+    # to cover N (or stop changing) before stopping the workers
+    def final_snapshots() -> dict:
+        from kafka import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=1500,
+                          max_partition_fetch_bytes=32 << 20, bootstrap_servers=boot)
+        tp = TopicPartition(topics["models"], 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        latest = {}
+        for m in c:
+            latest[m.key] = m.value
+        c.close()
+        per = {}
+        for k, v in latest.items():
+            if v is None:
+                continue
+            snap = decode_snapshot(v)
+            name = k.decode().split("@", 1)[0]
+            cnt, dig = per.get(name, (0, 0))
+            per[name] = (cnt + snap["training_count"], digest_add(dig, split_stream_meta(snap["state"])[1]["digest"]))
+        return per
+
+    end = time.perf_counter() + 120
+    per_model = final_snapshots()
+    while time.perf_counter() < end and not all(per_model.get(m, (0, 0))[0] >= n for m in models):
+        time.sleep(2.0)
+        per_model = final_snapshots()
     for p in procs:
         stop_worker(p, 30)
-    # final snapshots: per model, count and digest over every partition
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=1500,
-                      max_partition_fetch_bytes=32 << 20, bootstrap_servers=boot)
-    tp = TopicPartition(topics["models"], 0)
-    c.assign([tp])
-    c.seek_to_beginning(tp)
-    latest = {}
-    for m in c:
-        latest[m.key] = m.value
-    c.close()
-    per_model = {}
-    for k, v in latest.items():
-        if v is None:
-            continue
-        s = decode_snapshot(v)
-        name = k.decode().split("@", 1)[0]
-        cnt, dig = per_model.get(name, (0, 0))
-        per_model[name] = (cnt + s["training_count"], digest_add(dig, split_stream_meta(s["state"])[1]["digest"]))
+    time.sleep(1.0)
+    per_model = final_snapshots()
     span = (t_done - t_first) if (t_first and t_done) else float("nan")
     rate = (n - first / len(models)) / span if span == span else float("nan")
     return {"events_per_s": rate, "span_s": span, "done": t_done is not None, "p50_ms": p50, "p99_ms": p99,
