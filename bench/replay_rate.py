@@ -19,6 +19,8 @@ The last line is exactly::
     replay_events_per_s=<f> raw_produce_events_per_s=<f> over_raw=<f> acks=all
 
 with ``raw_produce_events_per_s`` the fastest raw client of the run and ``over_raw`` the ratio.
+The line before it gives each measurement in events per CPU-second of this process (librdkafka's
+threads included), which does not depend on the machine's load.
 
 Reproduce: ``bash deploy/kafka/start.sh && python bench/replay_rate.py``.
 """
@@ -156,11 +158,14 @@ def main(argv=None) -> int:
     made: list[str] = []
     results: dict[str, list[float]] = {"replay": [], "confluent_kafka": [], "aiokafka": [], "kafka_python": []}
     raws = {"confluent_kafka": raw_confluent, "aiokafka": raw_aiokafka, "kafka_python": raw_kafka_python}
+    cpu: dict[str, list[float]] = {k: [] for k in results}  # events per CPU-second (load-independent)
     try:
         for rep in range(args.repeats):
             topic = _topic(args.bootstrap, f"bench.replay.{u}.{rep}", args.partitions)
             made.append(topic)
+            c0 = time.process_time()  # CPU of this process, librdkafka's threads included
             res = replay(csv_path, args.bootstrap, topic, progress=False)
+            cpu["replay"].append(n / max(time.process_time() - c0, 1e-9))
             assert (res.sent, res.skipped, res.failed) == (n, 0, 0), res.summary()
             size = topic_size(args.bootstrap, topic)
             assert size == n, f"topic holds {size} records, replay said {n}"
@@ -170,19 +175,25 @@ def main(argv=None) -> int:
                 topic = _topic(args.bootstrap, f"bench.raw-{name.replace('_', '-')}.{u}.{rep}", args.partitions)
                 made.append(topic)
                 recs = records[: args.kafka_python_events] if name == "kafka_python" else records
+                c0 = time.process_time()
                 rate = fn(args.bootstrap, topic, recs)
+                cpu[name].append(len(recs) / max(time.process_time() - c0, 1e-9))
                 results[name].append(rate)
                 print(f"[{rep}] raw {name}: {rate:,.0f} events/s ({len(recs)} records); load {os.getloadavg()}", flush=True)
     finally:
         delete_topics({"bootstrap_servers": args.bootstrap}, made)
     best = {k: max(v) for k, v in results.items()}
     fastest = max((k for k in raws), key=lambda k: best[k])
+    best_cpu = {k: max(v) for k, v in cpu.items()}
     out = {"events": n, "load_avg": os.getloadavg(), "repeats": results, "best": best, "fastest_raw": fastest,
-           "read_check_encode_events_per_s": read_rate}
+           "read_check_encode_events_per_s": read_rate, "per_cpu_s": cpu, "best_per_cpu_s": best_cpu}
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))
     for k in raws:
         print(f"raw {k}: {best[k]:,.0f} events/s, replay / raw {k} = {best['replay'] / best[k]:.3f}")
+    print("per CPU-second of this process (librdkafka's threads included; what one idle core would give): "
+          + ", ".join(f"{k} {v:,.0f}" for k, v in best_cpu.items())
+          + f"; replay / raw confluent-kafka {best_cpu['replay'] / best_cpu['confluent_kafka']:.3f}")
     print(f"replay_events_per_s={best['replay']:.1f} raw_produce_events_per_s={best[fastest]:.1f} "
           f"over_raw={best['replay'] / best[fastest]:.3f} acks=all", flush=True)
     return 0
