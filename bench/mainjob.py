@@ -17,13 +17,20 @@ What it does, in one run (reusing :func:`stream.demo.run_demo`):
    refits) on the first ``--anchor-events`` duels — the ceiling of the worker's rate. Both are
    printed as ratios.
 
+4. times ``prefstream run`` (file mode: the same learners and explainers over a JSONL file, no
+   Kafka) on the first ``--run-events`` of the same events with the same settings, and prints its
+   rate beside the worker's learning rate.
+
 The last line is exactly::
 
-    dataset=<name> events=<int> events_per_s=<f> final_auc_capacity=<f> final_auc_gpm=<f> explanations=<int> methods=<int> p50_explain_ms=<f> dead_letters=<int>
+    dataset=<name> events=<int> events_per_s=<f> final_auc_capacity=<f> final_auc_gpm=<f> explanations=<int> methods=<int> p50_explain_ms=<f> dead_letters=<int> replay_events_per_s=<f> learn_events_per_s=<f> run_file_events_per_s=<f> run_over_learn=<f>
 
-``events_per_s`` counts examples learned (by both models) per second from the end of the
-warm-up to the last example learned; ``p50_explain_ms`` is the median explainer call time over
-all records.
+``events_per_s`` (= ``learn_events_per_s``) counts examples learned (by both models) per second
+from the start of the replay (less the warm-up wait) to the last example learned;
+``replay_events_per_s`` is the replay's own rate (events sent and acknowledged per second, the
+warm-up wait excluded); ``p50_explain_ms`` is the median explainer call time over all records;
+``run_file_events_per_s`` is ``prefstream run``'s events per second (wall time of the command,
+start-up included) and ``run_over_learn`` its ratio to the worker's learning rate.
 
 Reproduce: ``bash deploy/kafka/start.sh && python bench/mainjob.py --dataset pokemon``
 (about 6–10 minutes on 2 shared cores).
@@ -73,6 +80,33 @@ def in_process_rate(ds, models, params, n: int) -> float:
     return len(events) / (time.perf_counter() - t0)
 
 
+def time_file_mode(ds, models, params, args) -> float:
+    """Events/s of ``prefstream run`` on the first ``args.run_events`` events (same settings, no Kafka)."""
+    import subprocess
+    import tempfile
+
+    import orjson
+
+    from stream.demo.config import write_settings_toml
+
+    tmp = Path(tempfile.mkdtemp(prefix="prefstream-mainjob-run-"))
+    events = tmp / "events.jsonl"
+    with open(events, "wb") as fh:
+        for ev in ds.to_events(0, args.run_events):
+            fh.write(orjson.dumps(ev) + b"\n")
+    cfg = write_settings_toml(tmp / "run.toml", {"models": models, "feature_names": list(ds.feature_names),
+                                                  "model_params": params, "explain_sample_rate": args.sample_rate})
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "stream", "run", "-i", str(events), "-o", str(tmp / "out.jsonl"),
+                          "--config", str(cfg), "-q"], cwd=REPO, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    wall = time.perf_counter() - t
+    if out.returncode != 0:
+        print(f"prefstream run failed: {out.stderr[-2000:]}", file=sys.stderr)
+        return float("nan")
+    return args.run_events / wall
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="pokemon")
@@ -87,6 +121,7 @@ def main(argv=None) -> int:
     ap.add_argument("--anchor-events", type=int, default=3000)
     ap.add_argument("--report-dir", default="/tmp/prefstream-mainjob")
     ap.add_argument("--rate", type=float, default=None)
+    ap.add_argument("--run-events", type=int, default=10_000, help="events timed through `prefstream run` (0: skip)")
     args = ap.parse_args(argv)
 
     from stream.adapters import load_dataset
@@ -105,6 +140,14 @@ def main(argv=None) -> int:
                  explain_sample_rate=args.sample_rate, report_dir=args.report_dir, models=models, gpm_params=gpm,
                  click_every=None, snapshot_every_events=2000, progress=sys.stderr.isatty(), verbose=True,
                  learn_timeout_s=1500, explain_timeout_s=120, quiet_period_s=10, dataset_obj=ds)
+    replay_rate = s["events_sent"] / max(s["replay_s"], 1e-9)
+    learn_rate = s["events_per_s"]
+    print(f"replay: {s['events_sent']} events in {s['replay_s']} s = {replay_rate:.1f} events/s; learning "
+          f"(replay start to last learned, warm-up wait excluded): {learn_rate:.1f} examples/s; load {os.getloadavg()}",
+          flush=True)
+    run_rate = time_file_mode(ds, models, params, args) if args.run_events else float("nan")
+    print(f"prefstream run (file mode) on {args.run_events} of the same events: {run_rate:.1f} events/s, "
+          f"{run_rate / learn_rate:.3f} of the worker's learning rate; load {os.getloadavg()}", flush=True)
     auc_c = s["final"]["capacity"]["roc_auc"]
     auc_g = s["final"]["gpm"]["roc_auc"]
     paper = PAPER_GPM_AUC.get(args.dataset)
@@ -119,7 +162,9 @@ def main(argv=None) -> int:
           f"final_auc_capacity={(auc_c if auc_c is not None else float('nan')):.4f} "
           f"final_auc_gpm={(auc_g if auc_g is not None else float('nan')):.4f} "
           f"explanations={s['explanations_total']} methods={s['explanation_methods']} "
-          f"p50_explain_ms={s['p50_explain_ms']:.2f} dead_letters={s['dead_letters']}", flush=True)
+          f"p50_explain_ms={s['p50_explain_ms']:.2f} dead_letters={s['dead_letters']} "
+          f"replay_events_per_s={replay_rate:.1f} learn_events_per_s={learn_rate:.1f} "
+          f"run_file_events_per_s={run_rate:.1f} run_over_learn={run_rate / learn_rate:.3f}", flush=True)
     return 0 if s["ok"] else 1
 
 

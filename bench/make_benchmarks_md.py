@@ -14,6 +14,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 ORDER = [
+    ("replay", "Replay at the broker's speed: prefstream replay vs three raw producers", "bench/replay_rate.py"),
+    ("catchup", "Catch-up on a preloaded topic: learner worker vs raw consumers and in-process learners", "bench/catchup.py"),
+    ("scaleout", "Scale-out: two workers, snapshot merge cost, capacity model for 10x / 100x", "bench/catchup.py --workers 2, bench/merge_cost.py"),
     ("stream", "Streaming spine: learner worker throughput vs kafka-python", "bench/stream_throughput.py"),
     ("learner_rates", "Learner rates: micro-batches vs event by event (Pokémon)", "bench/learner_rates.py"),
     ("capacity", "Capacity learning: RDA / ADMM-RDA / FOBOS / LP (Herin, Perny & Sokolovska 2024, Section 5)", "bench/capacity_paper.py, bench/capacity_mcda.py"),

@@ -86,18 +86,29 @@ class BatchResult:
         return out
 
 
-def _raw_records(path: Path, kind: str) -> Iterator[tuple[int, bytes]]:
-    """(line, raw bytes) per record: JSONL lines verbatim (bad ones dead-letter later), CSV rows as JSON."""
+def _raw_records(path: Path, kind: str) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """(line, raw bytes, None) per record: JSONL lines verbatim (bad ones dead-letter later), CSV rows
+    as JSON; (line, None, why) for a CSV row that is no record."""
     from stream.replay import _iter_raw
 
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         with open(path, "rb") as fh:
             for line, raw in enumerate(fh, start=1):
                 if raw.strip():
-                    yield line, raw.rstrip(b"\r\n")
+                    yield line, raw.rstrip(b"\r\n"), None
         return
     for line, rec, why in _iter_raw(path, kind):
-        yield line, (json.dumps(rec).encode() if rec is not None else json.dumps({"_invalid_csv_row": line, "why": why}).encode())
+        yield line, (json.dumps(rec).encode() if rec is not None else None), why
+
+
+def _row_dead_letter(line: int, why: str, topic: str, offset: int) -> dict:
+    """A CSV row that could not become a record, as a dead letter with its own reason and line."""
+    from stream.contract import DEAD_LETTER_REASONS, dead_letter_record
+
+    reason, _, detail = why.partition(": ")
+    if reason not in DEAD_LETTER_REASONS:
+        reason, detail = "schema_violation", why
+    return dead_letter_record(None, reason, f"line {line}: {detail}", topic, 0, offset)
 
 
 def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None, kind: str = "preference",
@@ -176,7 +187,10 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     res = BatchResult()
     t0 = time.perf_counter()
     if items_path is not None:
-        for i, raw in _raw_records(Path(items_path), "item"):
+        for i, raw, why in _raw_records(Path(items_path), "item"):
+            if raw is None:
+                log.warning("items file %s, line %d skipped: %s", items_path, i, why)
+                continue
             learner.on_item(None, raw, 0, i)
             explainer.on_item(None, raw, 0, i)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -211,17 +225,24 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         next_point = progress_every
         for chunk in _micro_batches(_raw_records(inp, kind), batch_max):
             res.records += len(chunk)
+            good = []
+            for offset, line, raw, why in chunk:
+                if raw is None:  # a CSV row that is no record: its own reason and line
+                    res.dead_letters += 1
+                    fd.write(json.dumps(_row_dead_letter(line, why, topic, offset)) + "\n")
+                else:
+                    good.append((offset, raw))
             # preference events are decoded once, for the learner and the explainer's sample
-            parsed = None if kind == "click" else parse_batch(st.kind, [raw for _, raw in chunk], learner.catalog,
+            parsed = None if kind == "click" else parse_batch(st.kind, [raw for _, raw in good], learner.catalog,
                                                               settings.max_message_bytes, learner.click_expander)
-            for dl in learner.process_batch(st, [(off, raw, None, None) for off, raw in chunk], parsed):
+            for dl in learner.process_batch(st, [(off, raw, None, None) for off, raw in good], parsed):
                 res.dead_letters += 1
                 fd.write(json.dumps(dl) + "\n")
             refits.poll()  # install the refits that finished meanwhile (the worker's event loop does it)
             if learner.snapshot_due(st):
                 publish()
             if parsed is None:
-                jobs = [explainer.on_click(raw) for _off, raw in chunk]
+                jobs = [explainer.on_click(raw) for _off, raw in good]
             else:
                 jobs = [explainer.offer(r[0]) for r in parsed if not isinstance(r, DeadLetter)]
             jobs = [job for job in jobs if job is not None]
@@ -314,11 +335,13 @@ class _Refits:
             self.loop.close()
 
 
-def _micro_batches(records: Iterator[tuple[int, bytes]], size: int) -> Iterator[list[tuple[int, bytes]]]:
-    """``(offset, raw)`` lists of at most ``size`` records; the offset is the record's index in the file."""
-    chunk: list[tuple[int, bytes]] = []
-    for offset, (_line, raw) in enumerate(records):
-        chunk.append((offset, raw))
+def _micro_batches(records: Iterator[tuple[int, bytes | None, str | None]],
+                   size: int) -> Iterator[list[tuple[int, int, bytes | None, str | None]]]:
+    """``(offset, line, raw, why)`` lists of at most ``size`` records of :func:`_raw_records`; the
+    offset is the record's index in the file."""
+    chunk: list = []
+    for offset, (line, raw, why) in enumerate(records):
+        chunk.append((offset, line, raw, why))
         if len(chunk) == size:
             yield chunk
             chunk = []

@@ -326,6 +326,11 @@ def replay_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"sent={res.sent} skipped={res.skipped} failed={res.failed}")
+    if not progress:  # with the bar, replay printed them as it went
+        for line, why in res.skipped_lines[:20]:
+            typer.echo(f"skipped line {line}: {why}", err=True)
+        if res.skipped > 20:
+            typer.echo(f"… and {res.skipped - 20} more skipped lines", err=True)
     for line in res.failure_summary():
         typer.echo(line, err=True)
     if res.failed:
@@ -377,7 +382,15 @@ def run_cmd(
                                        help="Run each refit where it is triggered (reproducible, slower)."),
 ):
     """Learn and explain a file without Kafka (same learners, explainers, micro-batches and records as the workers)."""
+    from pathlib import Path
+
     from stream.batch import run_batch
+    from stream.replay import sniff_kind
+
+    if kind == "preference" and sniff_kind(input) == "click":
+        typer.echo(f"error: {Path(input).name} holds click sessions (session_id, shown, clicked), not preference "
+                   "events; pass --kind click.", err=True)
+        raise typer.Exit(2)
 
     o = _parse_sets(set_)
     if models:

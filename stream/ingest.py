@@ -21,7 +21,16 @@ input: integers beyond 64 bits come back as floats (the contract converts every 
 float anyway, and outcome / schema_version checks fail on such values either way).
 After decoding, the per-message validators of :mod:`stream.contract`
 (:func:`~stream.contract.preference_from_doc`, :func:`~stream.contract.click_session_from_doc`)
-run unchanged, each message on its own.
+run unchanged, each message on its own — except for the common shape of a preference event
+(inline features on both sides, numbers only, optional numeric context and weight), which
+:func:`_fast_preferences` checks a batch at a time: the structure per message with dict and
+type lookups, every feature, context and weight value of the batch in one numpy array
+(finite, within :data:`~stream.contract.MAX_ABS_VALUE` / :data:`~stream.contract.WEIGHT_RANGE`).
+It only ever *accepts*, and builds the very :class:`~stream.contract.PreferenceExample` the
+validator builds; any message it is not sure of goes through :func:`preference_from_doc`,
+which gives the reason (``tests/test_ingest_fast.py`` compares both on valid and broken
+events). Measured in ``bench/catchup.py --profile-events``: validation was a quarter of the
+learner core's time on Pokémon duels (26 features a side) before.
 """
 
 from __future__ import annotations
@@ -33,12 +42,16 @@ import numpy as np
 import orjson
 
 from stream.contract import (
+    MAX_ABS_VALUE,
+    WEIGHT_RANGE,
     DeadLetter,
     ItemCatalog,
+    PreferenceExample,
     click_session_from_doc,
     decode_json,
     preference_from_doc,
 )
+from stream.contract.preference import _PREF_KEYS, _REF_KEYS
 
 __all__ = ["BatchArrays", "decode", "learner_arrays", "parse_batch"]
 
@@ -85,14 +98,138 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
     """
     single = kind != "clicks"
     out: list = []
+    docs: list = []
     for raw in values:
         try:
-            doc = decode(raw, max_bytes)
+            docs.append(decode(raw, max_bytes))
+        except DeadLetter as dl:
+            docs.append(dl)
+    fast = _fast_preferences(docs) if single else [None] * len(docs)
+    for doc, ex in zip(docs, fast):
+        if ex is not None:
+            out.append([ex])
+            continue
+        if isinstance(doc, DeadLetter):
+            out.append(doc)
+            continue
+        try:
             res = preference_from_doc(doc, catalog) if single else click_session_from_doc(doc, catalog, expander)
         except DeadLetter as dl:
             out.append(dl)
             continue
         out.append([res] if single else res)
+    return out
+
+
+#: feature-name tuples already checked (non-empty names of at most 256 characters)
+_GOOD_NAMES: set = set()
+_NUMBER = (float, int)
+
+
+def _names_ok(names: tuple) -> bool:
+    if names in _GOOD_NAMES:
+        return True
+    if not names or not all(type(k) is str and 0 < len(k) <= 256 for k in names):
+        return False
+    if len(_GOOD_NAMES) > 4096:
+        _GOOD_NAMES.clear()
+    _GOOD_NAMES.add(names)
+    return True
+
+
+def _shape(d: Any):
+    """``(event_id, timestamp, outcome, names, left, right, context, left_id, right_id)`` of an event of
+    the common shape (``left`` / ``right`` / ``context``: the feature dicts; context None when absent),
+    or None."""
+    if type(d) is not dict or not (d.keys() <= _PREF_KEYS):
+        return None
+    sv, eid, ts, o = d.get("schema_version"), d.get("event_id"), d.get("timestamp"), d.get("outcome")
+    if type(sv) is not int or sv != 1 or type(eid) is not str or not 0 < len(eid) <= 512:
+        return None
+    if type(o) is not int or o not in (1, -1, 0) or type(ts) not in _NUMBER or not 0 <= ts < 1e18:
+        return None
+    left, right = d.get("left"), d.get("right")
+    if type(left) is not dict or type(right) is not dict or not (left.keys() <= _REF_KEYS) or not (right.keys() <= _REF_KEYS):
+        return None
+    fl, fr = left.get("features"), right.get("features")
+    if type(fl) is not dict or type(fr) is not dict:
+        return None
+    names = tuple(fl)
+    if tuple(fr) != names or not _names_ok(names):
+        return None
+    lid, rid = left.get("id"), right.get("id")
+    if lid is not None and (type(lid) is not str or not 0 < len(lid) <= 512) or (lid is None and "id" in left):
+        return None
+    if rid is not None and (type(rid) is not str or not 0 < len(rid) <= 512) or (rid is None and "id" in right):
+        return None
+    c = None
+    if "context" in d:
+        c = d["context"]
+        if type(c) is not dict or (c and not _names_ok(tuple(c))):
+            return None
+    return eid, ts, o, names, fl, fr, c, lid, rid
+
+
+def _fast_preferences(docs: Sequence[Any]) -> list:
+    """Per decoded message: the :class:`PreferenceExample` of an event of the common shape whose
+    values all pass, else None (that message goes through :func:`preference_from_doc`)."""
+    out: list = [None] * len(docs)
+    picked, starts, flat, weights = [], [], [], []
+    ext = flat.extend
+    for j, d in enumerate(docs):
+        sh = _shape(d)
+        if sh is None:
+            continue
+        starts.append(len(flat))
+        ext(sh[4].values())
+        ext(sh[5].values())
+        if sh[6]:
+            ext(sh[6].values())
+        if "weight" in d:
+            weights.append(len(flat))
+            flat.append(d["weight"])
+        picked.append((j, sh))
+    if not picked:
+        return out
+    if not set(map(type, flat)) <= {float, int}:  # a bool, string, null …: leave those messages out
+        keep = [k for k, (j, sh) in enumerate(picked) if set(map(type, _values(docs[j], sh))) <= {float, int}]
+        return _fast_preferences_of([picked[k] for k in keep], docs, out)
+    try:
+        arr = np.array(flat, dtype=np.float64)
+    except OverflowError:  # an integer beyond float range: the validator words that message's reason
+        return _fast_preferences_of(picked, docs, out, finite_ints=True)
+    ok = np.abs(arr) <= MAX_ABS_VALUE  # NaN and ±inf fail too
+    if weights:
+        w = arr[weights]
+        ok[weights] = (w >= WEIGHT_RANGE[0]) & (w <= WEIGHT_RANGE[1])
+    good = np.logical_and.reduceat(ok, starts).tolist()
+    floats = arr.tolist()
+    for (j, (eid, ts, o, names, _fl, _fr, c, lid, rid)), a, g in zip(picked, starts, good):
+        if not g:
+            continue
+        k = len(names)
+        m = a + 2 * k
+        ctx = None if c is None else dict(zip(c, floats[m:m + len(c)]))
+        if c is not None:
+            m += len(c)
+        out[j] = PreferenceExample(eid, float(ts), dict(zip(names, floats[a:a + k])), dict(zip(names, floats[a + k:a + 2 * k])),
+                                   o, ctx, floats[m] if "weight" in docs[j] else 1.0, lid, rid)
+    return out
+
+
+def _values(d: dict, sh: tuple) -> list:
+    vals = [*sh[4].values(), *sh[5].values(), *(sh[6].values() if sh[6] else ())]
+    if "weight" in d:
+        vals.append(d["weight"])
+    return vals
+
+
+def _fast_preferences_of(picked: list, docs: Sequence[Any], out: list, finite_ints: bool = False) -> list:
+    """:func:`_fast_preferences` again on the messages ``picked`` (rare: after a wrong type or a huge integer)."""
+    sub = [docs[j] for j, sh in picked if not finite_ints or all(-1e300 < v < 1e300 for v in _values(docs[j], sh))]
+    idx = [j for j, sh in picked if not finite_ints or all(-1e300 < v < 1e300 for v in _values(docs[j], sh))]
+    for j, ex in zip(idx, _fast_preferences(sub) if sub else []):
+        out[j] = ex
     return out
 
 

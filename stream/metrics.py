@@ -63,8 +63,10 @@ Histogram buckets, in seconds, chosen for what each one times:
 * :data:`LEARN_BUCKETS` — the learner works in micro-batches, so each learned event observes
   its own latency from arrival at the worker to the end of its batch's ``learn_many`` (a batch
   of n events adds n observations; see docs/workers.md): a few ms at the default batch settings,
-  up to ``batch_max_ms`` plus the batch's work. Buckets run from 5 µs to 1 s so that the
-  100 ms goal and a slow batch both fall inside finite buckets.
+  up to ``batch_max_ms`` plus the batch's work. Buckets run from 5 µs to 60 s so that the
+  100 ms goal, a slow batch, and a worker catching up on a full topic (an event waits behind
+  the earlier batches of its fetch: hundreds of ms to seconds, ``bench/catchup.py``) all fall
+  inside finite buckets.
 * :data:`EXPLAIN_BUCKETS` — one explanation: closed-form linear Shapley is ~50 µs,
   Pref-SHAP / ShaRP with sampling tens of ms to seconds; 100 µs to 30 s.
 * :data:`SERVE_BUCKETS` — one HTTP request of ``prefstream serve``: a rank by id is ~1 ms, an
@@ -105,8 +107,9 @@ __all__ = [
     "start_metrics_server",
 ]
 
-#: ``learn_one`` latency buckets (seconds): 5 µs … 100 ms.
-LEARN_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0)
+#: arrival → learned latency buckets (seconds): 5 µs … 60 s (catch-up on a full topic included).
+LEARN_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5,
+                 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 #: explanation latency buckets (seconds): 100 µs … 30 s.
 EXPLAIN_BUCKETS = (1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 5.0, 30.0)
 #: explanation lag buckets (seconds): 10 ms … 2 min (arrival → delivered, queueing included).

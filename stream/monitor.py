@@ -304,30 +304,45 @@ class Monitor:
         p = min(max(float(p), 1e-12), 1 - 1e-12)
         loss = min(-math.log(p if y else 1.0 - p), LOSS_CLIP) / LOSS_CLIP
         with self._lock:
-            st = self._loss.get(model)
-            if st is None:
-                st = self._loss[model] = [_adwin(self.loss_delta), 0, 0]
-            st[1] += 1
-            st[2] = int(version)
-            if st[1] == self.loss_warmup + 1:  # forget the learning phase: its falling loss is no drift
-                st[0] = _adwin(self.loss_delta)
-            det = st[0]
-            w0, m0 = det.width, det.estimation
-            det.update(loss)
-            if not det.drift_detected or st[1] <= self.loss_warmup:
-                return []
-            # ADWIN dropped the oldest part: alarm when the kept (recent) part has the higher mean
-            w1, m1 = det.width, det.estimation
-            dropped = w0 + 1 - w1
-            if dropped <= 0:
-                return []
-            m_old = (m0 * w0 + loss - m1 * w1) / dropped
-            if m1 <= m_old:
-                return []
-            rec = self._record(model, version, "model", None, [], "log_loss_increase",
-                               LOSS_CLIP * (m1 - m_old), 0.0, int(dropped), int(w1), st[1],
-                               before=LOSS_CLIP * m_old, after=LOSS_CLIP * m1)
-            return [rec]
+            return self._fold_loss(model, loss, version)
+
+    def observe_losses(self, model: str, y, p, version: int = 0) -> list[dict]:
+        """:meth:`observe_loss` of a batch, in order (``y``, ``p``: sequences of length n), under one
+        lock: the same result as n calls."""
+        out: list[dict] = []
+        log = math.log
+        with self._lock:
+            for yi, pi in zip(y, p):
+                pi = min(max(float(pi), 1e-12), 1 - 1e-12)
+                out += self._fold_loss(model, min(-log(pi if yi else 1.0 - pi), LOSS_CLIP) / LOSS_CLIP, version)
+        return out
+
+    def _fold_loss(self, model: str, loss: float, version: int) -> list[dict]:
+        """ADWIN on the clipped, scaled loss; an alarm record when the recent part got worse."""
+        st = self._loss.get(model)
+        if st is None:
+            st = self._loss[model] = [_adwin(self.loss_delta), 0, 0]
+        st[1] += 1
+        st[2] = int(version)
+        if st[1] == self.loss_warmup + 1:  # forget the learning phase: its falling loss is no drift
+            st[0] = _adwin(self.loss_delta)
+        det = st[0]
+        w0, m0 = det.width, det.estimation
+        det.update(loss)
+        if not det.drift_detected or st[1] <= self.loss_warmup:
+            return []
+        # ADWIN dropped the oldest part: alarm when the kept (recent) part has the higher mean
+        w1, m1 = det.width, det.estimation
+        dropped = w0 + 1 - w1
+        if dropped <= 0:
+            return []
+        m_old = (m0 * w0 + loss - m1 * w1) / dropped
+        if m1 <= m_old:
+            return []
+        rec = self._record(model, version, "model", None, [], "log_loss_increase",
+                           LOSS_CLIP * (m1 - m_old), 0.0, int(dropped), int(w1), st[1],
+                           before=LOSS_CLIP * m_old, after=LOSS_CLIP * m1)
+        return [rec]
 
     def drain(self) -> list[dict]:
         """Pop the drift records not yet published."""

@@ -1,9 +1,11 @@
 """Replay a CSV or JSONL file into a Kafka topic as contract-valid records (``prefstream replay FILE``).
 
 Every line becomes one record of the event contract (:mod:`stream.contract`), is validated at
-the source with :func:`stream.contract.validate_record`, and is sent with a kafka-python
-``KafkaProducer`` (``acks="all"``, key = ``event_id`` / ``session_id`` / ``item_id`` as UTF-8,
-``linger_ms`` batching). A line that cannot be turned into a valid record is *skipped* (counted,
+the source with :func:`stream.contract.validate_record` (preference CSV files column-wise,
+:mod:`stream.replay_csv`, with the same result), encoded with orjson and sent with a confluent-kafka
+(librdkafka) producer (``acks="all"``, idempotence on, key = ``event_id`` / ``session_id`` /
+``item_id`` as UTF-8, ``linger_ms`` batching; :mod:`stream.broker.producer` maps the kafka-python
+options of the rest of prefstream onto it). A line that cannot be turned into a valid record is *skipped* (counted,
 reported with its line number, not fatal); a record the producer fails to deliver is *failed*.
 
 File layouts
@@ -48,7 +50,6 @@ import csv
 import json
 import math
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +58,7 @@ from typing import Any, Iterator
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError, check_param
 from stream.contract import SCHEMA_VERSION, DeadLetter, validate_record
 
-__all__ = ["BrokerUnavailable", "ReplayResult", "TokenBucket", "iter_records", "replay"]
+__all__ = ["BrokerUnavailable", "ReplayResult", "TokenBucket", "iter_records", "replay", "sniff_kind"]
 
 _KINDS = ("preference", "click", "item")
 _KEY_FIELD = {"preference": "event_id", "click": "session_id", "item": "item_id"}
@@ -284,6 +285,75 @@ def _jsonl_record(text: str, kind: str, line: int, stem: str, now: float) -> Any
     return doc
 
 
+#: the column each CSV kind cannot do without, and what it holds
+_REQUIRED_COLUMN = {
+    "preference": ("outcome", "1 (left preferred), -1 (right preferred) or 0 (indifferent) beside "
+                              "left.<feature> / right.<feature> or left_id / right_id"),
+    "click": ("session_id", "the session id beside shown and clicked (item ids separated by |)"),
+    "item": ("item_id", "the item id beside one column per feature"),
+}
+_KIND_WORDS = {"preference": "preference events", "click": "click sessions", "item": "item records"}
+
+
+def sniff_kind(path: str | Path) -> str | None:
+    """The record kind a CSV or JSONL file holds, from its header or first record (None: cannot tell).
+
+    A CSV header with ``session_id`` and ``shown`` (or an Open Bandit file) holds click sessions, one
+    with ``outcome`` preference events, one with ``item_id`` item records; a JSONL file is judged by
+    the keys of its first object the same way.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "c.csv")
+    >>> _ = open(p, "w").write("session_id,shown,clicked\\ns1,a|b,a\\n")
+    >>> sniff_kind(p)
+    'click'
+    """
+    p = Path(path)
+    try:
+        with open(p, encoding="utf-8", newline="", errors="surrogateescape") as fh:
+            if p.suffix.lower() == ".csv":
+                keys = {c.strip() for c in next(csv.reader(fh), [])}
+            else:
+                first = next((t for t in fh if t.strip()), "")
+                try:
+                    doc = json.loads(first)
+                except ValueError:
+                    return None
+                keys = set(doc) if isinstance(doc, dict) else set()
+    except (OSError, StopIteration):
+        return None
+    if {"session_id", "shown"} <= keys:
+        return "click"
+    if "outcome" in keys:
+        return "preference"
+    if "item_id" in keys:
+        return "item"
+    if p.suffix.lower() in (".csv", ".gz"):
+        from stream.adapters.clicks import is_obd_csv
+
+        return "click" if is_obd_csv(p) else None
+    return None
+
+
+def _check_header(p: Path, kind: str) -> None:
+    """One clear error when a CSV lacks the column its kind cannot do without."""
+    with open(p, encoding="utf-8", newline="", errors="surrogateescape") as fh:
+        header = next(csv.reader(fh), None)
+    if header is None:
+        return
+    fields = [c.strip() for c in header]
+    col, what = _REQUIRED_COLUMN[kind]
+    if col in fields:
+        return
+    other = sniff_kind(p)
+    hint = f" It looks like {_KIND_WORDS[other]}: pass --kind {other}." if other not in (None, kind) else ""
+    shown = ", ".join(fields[:8]) + (", …" if len(fields) > 8 else "")
+    raise InvalidInputError(f"{p.name} has no {col!r} column: a {kind} CSV needs {col} ({what}); its header "
+                            f"(line 1) has {shown}.{hint}")
+
+
 def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, str | None]]:
     """``(line number, record or None, skip reason or None)`` for every data line."""
     check_param("iter_records", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
@@ -301,7 +371,27 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
     suffix = p.suffix.lower()
     if suffix not in _JSONL_SUFFIXES + (".csv",):
         raise InvalidParameterError(f"Replay file must end in .csv, .jsonl, .ndjson or .json. Got {p.name!r} instead.")
+    if suffix == ".csv":
+        _check_header(p, kind)
     stem, now = p.stem, time.time()
+
+    def row_path(raw, line):
+        try:
+            rec = to_record(raw, kind, line, stem, now)
+            validate_record(kind, rec)
+        except (InvalidInputError, DeadLetter) as exc:
+            return None, _why(exc)
+        return rec, None
+
+    if suffix == ".csv" and kind == "preference":
+        from stream.replay_csv import fast_preference_rows
+
+        to_record = _csv_record
+        fast = fast_preference_rows(p, stem, now, row_path)
+        if fast is not None:
+            for line, rec, why in fast:
+                yield line, rec, why
+            return
     with open(p, encoding="utf-8", newline="", errors="surrogateescape") as fh:
         if suffix == ".csv":
             reader = csv.DictReader(fh)
@@ -314,13 +404,8 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
             rows = ((line, text) for line, text in enumerate(fh, start=1) if text.strip())
             to_record = _jsonl_record
         for line, raw in rows:
-            try:
-                rec = to_record(raw, kind, line, stem, now)
-                validate_record(kind, rec)
-            except (InvalidInputError, DeadLetter) as exc:
-                yield line, None, _why(exc)
-                continue
-            yield line, rec, None
+            rec, why = row_path(raw, line)
+            yield line, rec, why
 
 
 def iter_records(path: str | Path, kind: str = "preference", on_error: str = "raise") -> Iterator[tuple[int, dict]]:
@@ -388,10 +473,13 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     progress : bool, default True
         Show a tqdm progress bar on stderr and report the first ``max_report`` skipped lines.
     client_options : dict, optional
-        Extra ``KafkaProducer`` keyword arguments (security options from
-        :meth:`stream.settings.Settings.kafka_client_options`, and ``max_request_size`` /
-        ``compression_type`` from :meth:`~stream.settings.Settings.producer_options`); they
-        override the defaults ``acks="all"``, ``linger_ms=20``, ``batch_size=262144``.
+        Producer options in kafka-python's names (security options from
+        :meth:`stream.settings.Settings.kafka_client_options`, ``max_request_size`` /
+        ``compression_type`` from :meth:`~stream.settings.Settings.producer_options`, and
+        ``bootstrap_timeout_ms``, how long to wait for the broker, default 10 s), mapped onto
+        librdkafka by :func:`stream.broker.producer.confluent_config`; librdkafka properties
+        (``"linger.ms"``) pass through. They override the defaults ``acks="all"``, idempotence on,
+        ``linger_ms=20``, ``batch_size=1 MiB``, no compression.
     max_report : int, default 20
         Skipped lines printed to stderr when ``progress`` is true.
 
@@ -402,14 +490,21 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     Raises
     ------
     BrokerUnavailable
-        If no broker answers at ``bootstrap``.
+        If no broker answers at ``bootstrap`` (the message carries librdkafka's last error, e.g.
+        an authentication or TLS failure).
     InvalidParameterError
-        Bad ``kind``, ``rate``, missing or unsupported file.
-    """
-    from kafka import KafkaProducer
-    from kafka import errors as kerr
+        Bad ``kind``, ``rate``, missing or unsupported file, or a client option librdkafka lacks.
 
-    unreachable = tuple({getattr(kerr, "NoBrokersAvailable", kerr.KafkaTimeoutError), kerr.KafkaTimeoutError})
+    Notes
+    -----
+    The producer is confluent-kafka (librdkafka), chosen by measurement (``bench/replay_rate.py``,
+    README "Replay"): records are encoded with orjson as they are read (CSV preference files
+    column-wise, :mod:`stream.replay_csv`), handed to librdkafka's queue, and batched, compressed
+    and sent by its own threads; only failures call back into Python.
+    """
+    import orjson
+
+    from stream.broker.producer import Sender
 
     check_param("replay", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
     if rate is not None:
@@ -419,67 +514,64 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     if not p.is_file():
         raise InvalidParameterError(f"Replay file {str(p)!r} does not exist or is not a file.")
     servers = [s.strip() for s in bootstrap.split(",")] if isinstance(bootstrap, str) else list(bootstrap)
-    opts: dict[str, Any] = {"acks": "all", "linger_ms": 20, "batch_size": 262_144, "retries": 5,
-                            "max_in_flight_requests_per_connection": 1, "client_id": "prefstream-replay"}
-    opts.update(client_options or {})
-    opts["bootstrap_servers"] = servers
-    try:
-        producer = KafkaProducer(**opts)
-    except unreachable:
-        raise BrokerUnavailable(f"No Kafka broker answers at {','.join(servers)}; start the local one with "
-                                "`prefstream broker start` or pass the address of your cluster.") from None
+    opts: dict[str, Any] = {"client_id": "prefstream-replay", **(client_options or {}), "bootstrap_servers": servers}
+    probe_s = float(opts.get("bootstrap_timeout_ms") or 10_000) / 1000.0
 
     res = ReplayResult()
-    lock = threading.Lock()
 
-    def ok(_md):
-        with lock:
-            res.sent += 1
+    def failed(reason: str, msg: str) -> None:
+        res.failed += 1
+        if len(res.errors) < _MAX_REPORTED:
+            res.errors.append(f"{reason}: {msg}")
+        slot = res.failure_reasons.setdefault(reason, [0, " ".join(msg.split())[:300]])
+        slot[0] += 1
 
-    def err(exc):
-        with lock:
-            res.failed += 1
-            if len(res.errors) < _MAX_REPORTED:
-                res.errors.append(f"{type(exc).__name__}: {exc}")
-            slot = res.failure_reasons.setdefault(type(exc).__name__, [0, " ".join(str(exc).split())[:300]])
-            slot[0] += 1
+    sender = Sender(opts, failed)
+    if not sender.probe(probe_s):
+        sender.flush(0)
+        why = f" (last error: {sender.last_error})" if sender.last_error else ""
+        raise BrokerUnavailable(f"No Kafka broker answers at {','.join(servers)}{why}; start the local one with "
+                                "`prefstream broker start` or pass the address of your cluster.") from None
 
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=_count_lines(p), unit="ev", desc=f"replay {p.name} → {topic}", file=sys.stderr,
-                   dynamic_ncols=True)
+                   dynamic_ncols=True, mininterval=0.5)
     bucket = TokenBucket(rate) if rate is not None else None
     key_field = _KEY_FIELD[kind]
+    send, poll, dumps = sender.send, sender.poll, orjson.dumps
+    pending_bar = 0
     t0 = time.perf_counter()
     try:
         for line, rec, why in _iter_raw(p, kind):
+            pending_bar += 1
             if rec is None:
                 res.skipped += 1
                 if len(res.skipped_lines) < _MAX_REPORTED:
                     res.skipped_lines.append((line, why))
                 if bar is not None and res.skipped <= max_report:
                     bar.write(f"skipped line {line}: {why}", file=sys.stderr)
-                if bar is not None:
-                    bar.update(1)
                 continue
             if bucket is not None:
                 bucket.acquire()
-            value = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("utf-8")
             try:
-                fut = producer.send(topic, key=str(rec[key_field]).encode("utf-8"), value=value)
-            except Exception as exc:  # MessageSizeTooLarge, buffer timeout, serialisation …
-                err(exc)
-            else:
-                fut.add_callback(ok)
-                fut.add_errback(err)
-            if bar is not None:
-                bar.update(1)
-        producer.flush()
+                value = dumps(rec)
+            except (TypeError, orjson.JSONEncodeError):  # ints beyond 64 bits, lone surrogates
+                value = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("utf-8", "surrogateescape")
+            send(topic, str(rec[key_field]).encode("utf-8", "surrogateescape"), value)
+            if pending_bar >= 4096:
+                poll(0)
+                if bar is not None:
+                    bar.update(pending_bar)
+                pending_bar = 0
+        if bar is not None:
+            bar.update(pending_bar)
+        sender.flush()
     finally:
         res.seconds = time.perf_counter() - t0
-        producer.close(timeout=10)
         if bar is not None:
             bar.close()
+    res.sent = sender.delivered
     return res

@@ -34,7 +34,7 @@ def test_labels_and_types():
 
 
 def test_bucket_ranges_match_their_units():
-    assert LEARN_BUCKETS[0] <= 1e-5 and LEARN_BUCKETS[-1] <= 1.0  # µs–ms learn steps
+    assert LEARN_BUCKETS[0] <= 1e-5 and LEARN_BUCKETS[-1] >= 30  # µs learn steps … catch-up waits of seconds
     assert EXPLAIN_BUCKETS[0] <= 1e-3 and EXPLAIN_BUCKETS[-1] >= 10
     assert REFIT_BUCKETS[0] >= 0.1 and REFIT_BUCKETS[-1] >= 600  # seconds–minutes
     for b in (LEARN_BUCKETS, EXPLAIN_BUCKETS, REFIT_BUCKETS):

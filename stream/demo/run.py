@@ -348,17 +348,20 @@ def _replay(run: _Run, plan: _Plan, rate, progress: bool, warmup: int | None,
 
     Returns (items sent, monotonic start of the replay, replay seconds, seconds waited in the warm-up).
     """
-    from kafka import KafkaProducer
+    import orjson
 
+    from stream.broker.producer import Sender
     from stream.replay import TokenBucket
 
     scraper, workers, topics, records = run.scraper, run.workers, run.topics, plan.records
-    producer = KafkaProducer(acks="all", linger_ms=20, compression_type=None, **run.opts)
-    failed: list[BaseException] = []
+    failed: list[str] = []
+    # the replay's producer (confluent-kafka, acks=all, idempotence; stream.broker.producer)
+    producer = Sender({k: v for k, v in run.opts.items() if k != "api_version"},
+                      lambda reason, msg: failed.append(f"{reason}: {msg}"))
     try:
         n_items = 0
         for rec in plan.ds.item_records():
-            producer.send(topics["items"], key=str(rec["item_id"]).encode(), value=json.dumps(rec).encode())
+            producer.send(topics["items"], str(rec["item_id"]).encode(), orjson.dumps(rec))
             n_items += 1
         producer.flush()
         bucket = TokenBucket(rate) if rate else None
@@ -391,7 +394,7 @@ def _replay(run: _Run, plan: _Plan, rate, progress: bool, warmup: int | None,
                 bucket.acquire()
             key = (rec.get("event_id") or rec.get("session_id")).encode()
             topic = topics["preferences"] if kind == "preference" else topics["clicks"]
-            producer.send(topic, key=key, value=json.dumps(rec).encode()).add_errback(failed.append)
+            producer.send(topic, key, orjson.dumps(rec))
             if bar is not None:
                 bar.update(1)
                 if k % 500 == 0 and scraper.latest.get("learner"):
@@ -399,14 +402,15 @@ def _replay(run: _Run, plan: _Plan, rate, progress: bool, warmup: int | None,
                     bar.set_postfix({m: int(v) for m, v in learned.items()}, refresh=False)
             if k % 1000 == 999:
                 workers.check_alive()
+                producer.poll(0)
         producer.flush()
         replay_s = time.monotonic() - t_replay
         if bar is not None:
             bar.close()
     finally:
-        producer.close()
+        producer.flush(10)
     if failed:
-        raise DemoError(f"{len(failed)} records could not be sent; first error: {failed[0]!r}")
+        raise DemoError(f"{len(failed)} records could not be sent; first error: {failed[0]}")
     return n_items, t_replay, replay_s, warm_wait
 
 

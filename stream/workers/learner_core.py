@@ -283,8 +283,9 @@ class LearnerCore:
                     if todo[j][0] >= slot.next_offset:
                         self.tally[name]["dead_letters"] += 1
         errors: dict[int, tuple[str, str]] = {}   # message index -> (reason, detail)
+        arrays: dict = {}  # models with the same features and rows share one conversion to arrays
         for name, slot in st.slots.items():
-            self._learn_batch(st, name, slot, todo, examples, owner, hashes, errors)
+            self._learn_batch(st, name, slot, todo, examples, owner, hashes, errors, arrays)
         for j, (reason, detail) in sorted(errors.items()):
             if todo[j][0] >= fresh_from:
                 out.append(self._dead_letter(todo[j][1], reason, detail, st, todo[j][0]))
@@ -299,7 +300,7 @@ class LearnerCore:
             st.since_snapshot += n_fresh
         return out
 
-    def _learn_batch(self, st, name, slot, todo, examples, owner, hashes, errors) -> None:
+    def _learn_batch(self, st, name, slot, todo, examples, owner, hashes, errors, arrays=None) -> None:
         """One model's share of :meth:`process_batch`."""
         learner = slot.learner
         live_from = slot.next_offset
@@ -331,7 +332,14 @@ class LearnerCore:
                 self._after_learning(st, name, slot, learned, todo, owner, hashes)
                 return
         exs = [examples[i] for i in pick]
-        arr = learner_arrays(exs, learner.feature_names, getattr(learner, "context_names", None) or None, name)
+        ctx_names = getattr(learner, "context_names", None) or None
+        key = (tuple(pick), tuple(learner.feature_names), tuple(ctx_names or ()))
+        arr = arrays.get(key) if arrays is not None else None
+        if arr is None or arr.rejected:  # read-only below (the contract suite checks that learners
+            # do not write their inputs); rejections name their model, so those are not shared
+            arr = learner_arrays(exs, learner.feature_names, ctx_names, name)
+            if arrays is not None:
+                arrays[key] = arr
         for k, why in arr.rejected.items():
             self.tally[name]["dead_letters"] += 1
             errors.setdefault(owner[pick[k]], ("schema_violation", f"model {name!r} rejected event {exs[k].event_id!r}: {why}"))
@@ -424,11 +432,13 @@ class LearnerCore:
         except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
             return
         acc, ll, auc = self.progressive[name]
-        for yi, pi in zip((arr.y[strict] == 1).tolist(), p[strict].tolist()):
-            acc.update(yi, pi > 0.5)
-            ll.update(yi, pi)
-            auc.update(yi, pi)
-            self.monitor.observe_loss(name, yi, pi)
+        ys, ps = (arr.y[strict] == 1).tolist(), p[strict].tolist()
+        acc_u, ll_u, auc_u = acc.update, ll.update, auc.update
+        for yi, pi in zip(ys, ps):
+            acc_u(yi, pi > 0.5)
+            ll_u(yi, pi)
+            auc_u(yi, pi)
+        self.monitor.observe_losses(name, ys, ps)
 
     def _validate_progressively(self, name: str, learner, ex) -> None:
         """Predict before learning (progressive validation); ties (outcome 0) are not scored."""

@@ -1,0 +1,109 @@
+"""Replay's column-wise CSV reader (stream.replay_csv) against the row path, its oracle, and the producer options."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from learners.exceptions import InvalidParameterError
+from stream import replay_csv
+from stream.broker.producer import confluent_config, error_name
+from stream.replay import _iter_raw
+
+HEADER = "event_id,timestamp,outcome,left_id,right_id,left.a,left.b,right.a,right.b,context.c,weight\n"
+BROKEN = [
+    "e1,1700000000,1,x,y,1,2,3,4,5,1\n",
+    "\n",                                    # blank line: skipped, counted as a line
+    "e2,1700000001,-1,x,y,1,,3,4,5,1\n",     # empty feature cell
+    "e3,1700000002,1,x,y,nan,2,3,4,5,1\n",    # non-finite
+    "e4,1700000003,1,x,y,1e16,2,3,4,5,1\n",   # out of range
+    "e5,1700000004,2,x,y,1,2,3,4,5,1\n",      # bad outcome
+    "e6,1700000005,1,x,y,1,2,3,4,5\n",        # a cell short
+    "e7,1700000006,1,x,y,1,2,3,4,5,1,9\n",    # a cell too many
+    " e8,1700000007,1,x,y,1,2,3,4,5,1\n",     # id with a space around it
+    "e9,1700000008,1,x,y,1,2,3,4,5,0\n",      # weight out of range
+    ",1700000009,0,,,1,2,3,4,5,2\n",          # empty event id: <stem>:<line>
+    "e11,-5,1,x,y,1,2,3,4,5,1\n",             # negative timestamp
+    "e12,1700000011,1,x,y,1,2,3,4,,1\n",      # empty context
+    "e13,1700000012,1.0,x,y,1,2,3,4,5,1e-3\n",
+    "e14,1700000013,1,x,y,TRUE,2,3,4,5,1\n",  # pandas would read TRUE as 1.0
+    "e15,2024-05-01T12:00:05Z,1,x,y,1,2,3,4,5,1\n",  # ISO timestamp: that chunk goes the row way
+    "e16,1700000015,1,x,y,1_0,2,3,4,5,1\n",   # Python reads 1_0, pandas not
+    "e" + "x" * 600 + ",1700000016,1,x,y,1,2,3,4,5,1\n",  # id too long
+    "e18,1700000017,-1,x,y,0.1,0.2,0.30000000000000004,4,5,1\n",
+    'e19,1700000018,1,"x,1",y,1,2,3,4,5,1\n',  # a quote: the csv module reads the rest
+    'e20,1700000019,1,"multi\nline",y,1,2,3,4,5,1\n',
+    "e21,1700000020,1,x,y,1,2,3,4,5,1\n",
+]
+
+
+def _both(path, monkeypatch):
+    fast = list(_iter_raw(path, "preference"))
+    with monkeypatch.context() as m:
+        m.setattr(replay_csv, "fast_preference_rows", lambda *a, **k: None)
+        slow = list(_iter_raw(path, "preference"))
+    return fast, slow
+
+
+@pytest.mark.parametrize("chunk", [64, 300, 1 << 20])
+def test_column_reader_gives_the_row_path_s_lines_records_and_reasons(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(replay_csv, "CHUNK_BYTES", chunk)
+    p = tmp_path / "mixed.csv"
+    p.write_text(HEADER + "".join(BROKEN))
+    fast, slow = _both(p, monkeypatch)
+    assert fast == slow
+    good = [line for line, rec, _ in slow if rec is not None]
+    # a short row lacks only the optional weight, a stripped id and an empty context are fine, the
+    # multi-line row ends on line 23
+    assert good == [2, 8, 10, 12, 14, 15, 17, 18, 20, 21, 23, 24]
+    assert dict((line, rec["event_id"]) for line, rec, _ in slow if rec is not None)[12] == "mixed:12"
+    reasons = {line: why for line, rec, why in slow if rec is None}
+    assert sorted(reasons) == [4, 5, 6, 7, 9, 11, 13, 16, 19]
+    assert reasons[4] == "column 'left.b' must be a number; got ''" and reasons[16].endswith("got 'TRUE'")
+
+
+def test_column_reader_on_wide_random_numbers_is_exact(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    n, d = 2000, 26
+    X = rng.standard_normal((n, 2 * d)) * 10.0 ** rng.integers(-8, 8, (n, 2 * d))
+    cols = ["event_id", "timestamp", "outcome", *[f"left.f{j}" for j in range(d)], *[f"right.f{j}" for j in range(d)]]
+    lines = [",".join(cols)] + [",".join([f"ev{i}", str(1.7e9 + i / 7), str(int(rng.choice([1, -1, 0])))] + [repr(float(v)) for v in X[i]])
+                                for i in range(n)]
+    p = tmp_path / "wide.csv"
+    p.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(replay_csv, "CHUNK_BYTES", 50_000)
+    fast, slow = _both(p, monkeypatch)
+    assert len(fast) == n and all(rec is not None for _, rec, _ in fast)
+    assert fast == slow
+
+
+def test_files_the_column_reader_leaves_to_the_row_path(tmp_path):
+    for header in ("event_id,left.a,right.a\n",          # no outcome column
+                   "outcome,left.a,left.a,right.a\n",    # a repeated column
+                   "outcome,left.a,right.b\n"):          # left and right features differ
+        p = tmp_path / "h.csv"
+        p.write_text(header + "1,2,3\n")
+        assert replay_csv.fast_preference_rows(p, "h", 0.0, None) is None
+
+
+def test_producer_options_map_onto_librdkafka():
+    cfg = confluent_config({"bootstrap_servers": ["a:1", "b:2"], "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+                            "sasl_plain_username": "u", "sasl_plain_password": "p", "ssl_cafile": "/ca.pem",
+                            "client_id": "c", "max_request_size": 200, "compression_type": "zstd", "batch_size": 262144,
+                            "linger_ms": 5, "acks": -1, "bootstrap_timeout_ms": 1500, "queue.buffering.max.kbytes": 1024})
+    assert cfg == {"bootstrap.servers": "a:1,b:2", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                   "sasl.username": "u", "sasl.password": "p", "ssl.ca.location": "/ca.pem", "client.id": "c",
+                   "message.max.bytes": 1000, "compression.type": "zstd", "batch.size": 1000, "linger.ms": 5,
+                   "acks": "all", "queue.buffering.max.kbytes": 1024}
+    assert confluent_config({"compression_type": None}) == {"compression.type": "none"}
+    with pytest.raises(InvalidParameterError, match="'api_version' has no confluent-kafka"):
+        confluent_config({"api_version": (2, 0)})
+
+
+def test_librdkafka_errors_keep_kafka_python_s_names():
+    from confluent_kafka import KafkaError
+
+    assert error_name(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)) == "MessageSizeTooLargeError"
+    assert error_name(KafkaError(KafkaError._MSG_TIMED_OUT)) == "KafkaTimeoutError"
+    assert error_name(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)) == "TopicAuthorizationFailedError"
+    assert error_name(KafkaError(KafkaError.INVALID_REQUIRED_ACKS)) == "KafkaError.INVALID_REQUIRED_ACKS"
