@@ -318,10 +318,6 @@ class Settings:
         return {"max_request_size": self.max_request_bytes,
                 "compression_type": None if self.compression_type == "none" else self.compression_type}
 
-    def faust_broker_url(self) -> str:
-        """``"kafka://h1:p1;kafka://h2:p2"`` for ``faust.App(broker=...)``."""
-        return ";".join(f"kafka://{s.strip()}" for s in self.bootstrap_servers.split(",") if s.strip())
-
     def params_for(self, model_name: str) -> dict[str, Any]:
         """Constructor keyword arguments configured for ``model_name`` (empty dict if none)."""
         return dict(self.model_params.get(model_name, {}))

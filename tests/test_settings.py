@@ -100,7 +100,6 @@ def test_bootstrap_alias_and_helpers():
     s = Settings.load(None, None, environ={"PREFSTREAM_BOOTSTRAP": "k1:9092,k2:9093"})
     assert s.bootstrap_servers == "k1:9092,k2:9093"
     assert s.kafka_client_options()["bootstrap_servers"] == ["k1:9092", "k2:9093"]
-    assert s.faust_broker_url() == "kafka://k1:9092;kafka://k2:9093"
     both = {"PREFSTREAM_BOOTSTRAP": "alias:1", "PREFSTREAM_BOOTSTRAP_SERVERS": "canonical:2"}
     assert Settings.load(None, None, environ=both).bootstrap_servers == "canonical:2"
     with pytest.raises(InvalidParameterError):
@@ -110,12 +109,10 @@ def test_bootstrap_alias_and_helpers():
 @pytest.mark.parametrize("protocol,mechanism", [("PLAINTEXT", None), ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"),
                                                 ("SASL_SSL", "SCRAM-SHA-512")])
 def test_every_client_library_gets_the_same_security_settings(protocol, mechanism):
-    """kafka-python (replay, tail, topics), aiokafka (learner, followers, serve) and Faust (explainer)."""
+    """kafka-python (tail, topics) and aiokafka (learner, explainer, followers, serve)."""
     import ssl
 
-    from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
-
-    from stream.app import aiokafka_options, faust_credentials
+    from stream.app import aiokafka_options
 
     env = {"PREFSTREAM_SECURITY_PROTOCOL": protocol}
     if mechanism:
@@ -123,14 +120,13 @@ def test_every_client_library_gets_the_same_security_settings(protocol, mechanis
                     "PREFSTREAM_SASL_PASSWORD": "pw"})
     s = Settings.load(None, None, environ=env)
     ak = aiokafka_options(s)
-    fa = credentials_to_aiokafka_auth(faust_credentials(s))
     kp = s.kafka_client_options()
-    assert ak["security_protocol"] == fa["security_protocol"] == kp["security_protocol"] == protocol
+    assert ak["security_protocol"] == kp["security_protocol"] == protocol
     sasl = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")
     want = dict(zip(sasl, (mechanism, "alice", "pw"))) if mechanism else {}
-    assert {k: ak[k] for k in sasl if k in ak} == {k: fa[k] for k in sasl if k in fa} == want
+    assert {k: ak[k] for k in sasl if k in ak} == want
     assert {k: kp[k] for k in sasl if k in kp} == want
-    for ctx in (ak.get("ssl_context"), fa.get("ssl_context")):
+    for ctx in (ak.get("ssl_context"),):
         if protocol.endswith("SSL"):  # certificate and host name verified
             assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
         else:
