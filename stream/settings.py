@@ -218,7 +218,7 @@ class Settings:
                                       "opt_int", lo=1024)
     data_dir: str = _f(None, "Directory of the bundled data sets (PREFSTREAM_DATA_DIR).", "str",
                        factory=default_data_dir)
-    state_dir: str = _f(None, "Local worker state (Faust data dir).", "str", factory=_default_state_dir)
+    state_dir: str = _f(None, "Local worker state.", "str", factory=_default_state_dir)
     log_level: str = _f("INFO", "Python logging level.", "choice", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
     # ------------------------------------------------------------------ validation
