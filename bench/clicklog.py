@@ -1,7 +1,7 @@
 """Counterfactual learning from click logs through Kafka: naive vs IPS vs oracle pairs, and Open Bandit.
 
 Part 1 — the semi-synthetic protocol of counterfactual learning to rank (Joachims, Swaminathan &
-Schnabel 2017, §6; Wang et al. 2018, §5; :mod:`stream.clicksim`): the THE 2020 catalog (1,397
+Schnabel 2017, §6; Wang et al. 2018, §5; :mod:`stream.clicks.simulate`): the THE 2020 catalog (1,397
 universities, 5 pillars, standardised), the truth = THE's published overall score
 (0.3·teaching + 0.3·research + 0.3·citations + 0.025·income + 0.075·international), a logging
 ranker that favours income and international outlook (Plackett–Luce over 20 uniform candidates,
@@ -14,7 +14,7 @@ times, each on fresh topics:
   propensities the sessions carry, self-normalised);
 * ``ips_em`` — the sessions without their propensities, ``click_weighting=snips`` with
   ``click_examination`` estimated from the clicks alone by EM for the position-based model
-  (:func:`stream.clicklog.estimate_examination_em`; Wang et al. 2018, §4);
+  (:func:`stream.clicks.log.estimate_examination_em`; Wang et al. 2018, §4);
 * ``oracle`` — preference events: the same item pairs labelled by the truth.
 
 The learned catalog ranking (from the worker's final snapshot) is compared with the truth by
@@ -158,7 +158,7 @@ def obd_part() -> dict:
     from learners.linear import LinearBT
     from stream.adapters.clicks import load_open_bandit
     from stream.clickeval import click_log_summary
-    from stream.clicklog import ClickPairing, SessionExpander
+    from stream.clicks.log import ClickPairing, SessionExpander
     from stream.contract import parse_click_session
 
     log = load_open_bandit()
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from stream.adapters.rankings import load_the2020
-    from stream.clicksim import ClickSimulation, catalog_scores, kendall_tau, ndcg_at_k
+    from stream.clicks.simulate import ClickSimulation, catalog_scores, kendall_tau, ndcg_at_k
 
     print(f"load average before: {os.getloadavg()}", flush=True)
     cat = load_the2020(args.data_dir)
@@ -214,13 +214,13 @@ def main(argv=None) -> int:
     n_pairs = len(oracle)
     print(f"simulated {len(sessions)} sessions, {sum(len(s['clicked']) for s in sessions)} clicks, {n_pairs} pairs "
           f"(clicked ≻ other shown)", flush=True)
-    from stream.clicklog import ClickPairing, SessionExpander
+    from stream.clicks.log import ClickPairing, SessionExpander
 
     def n_learned(weighting: str, clip: float) -> int:
         ex = SessionExpander(ClickPairing(weighting=weighting, clip=clip))
         return sum(len(ex.plan(s["session_id"], s["shown"], set(s["clicked"]))) for s in sessions)
 
-    from stream.clicklog import estimate_examination_em
+    from stream.clicks.log import estimate_examination_em
 
     # the same sessions without propensities: IPS with examination estimated by EM from the clicks
     bare = [{**s, "shown": [{k: v for k, v in slot.items() if k != "propensity"} for slot in s["shown"]]}

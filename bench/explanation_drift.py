@@ -8,7 +8,7 @@ from another real criterion: the Pokémon with the higher Defense wins (ties dro
 The events go through the workers' own cores as ``prefstream run`` drives them, without Kafka:
 :class:`stream.workers.learner.LearnerCore` (linear-bt, progressive validation, snapshots every
 ``--snapshot-every`` events) → snapshot records → :class:`stream.workers.explainer.ExplainerCore`
-(``linear-shapley`` of a fraction ``--sample-rate`` of the events) → its :class:`stream.monitor.Monitor`
+(``linear-shapley`` of a fraction ``--sample-rate`` of the events) → its :class:`stream.monitoring.monitor.Monitor`
 (default monitor settings unless overridden). The model-drift detector (ADWIN on the loss) runs
 in the learner's monitor.
 
@@ -214,7 +214,7 @@ def run_workers(events, t0, settings, args) -> dict:
     ex_alarms = [(expl_at[a["position"] - 1], a) for a in drift if a["kind"] != "model"]
     model_alarms = [(a["position"], a) for a in drift if a["kind"] == "model"]  # scored events ≈ events
     # the global importances over time: replay the explanation records through a monitor as the report does
-    from stream.monitor import Monitor, ndcg
+    from stream.monitoring.monitor import Monitor, ndcg
 
     mon = Monitor.from_settings(settings)
     mon.observe(expl)
@@ -223,7 +223,7 @@ def run_workers(events, t0, settings, args) -> dict:
 
 
 def _summary(n_events, t0, expl_alarms, model_alarms, hist, n_expl, seconds, top_k) -> dict:
-    from stream.monitor import ndcg
+    from stream.monitoring.monitor import ndcg
 
     false = [e for e, _ in expl_alarms if e < t0]
     after = [e for e, _ in expl_alarms if e >= t0]
@@ -282,7 +282,7 @@ def main(argv=None) -> int:
     res = run_workers(events, t0, settings, a) if a.workers else run(events, t0, settings)
     load = os.getloadavg()
     if a.plot:
-        from stream.monitor_plots import plot_importance_drift
+        from stream.monitoring.plots import plot_importance_drift
 
         plot_importance_drift(res["history"], res["alarms"], a.plot, t0=t0, x="event",
                               title=f"linear-bt / linear-shapley on Pokémon duels (Defense-led from event {t0})")
@@ -307,7 +307,7 @@ def main(argv=None) -> int:
                "topics on the broker; drift records read back from the drift topic) " if a.workers else
                "the workers' cores without Kafka (`LearnerCore` → snapshots → `ExplainerCore`) ")
             + f"(linear-shapley on {a.sample_rate:g} of the events, {res['explanations']:,} explanations) "
-            f"→ `stream.monitor.Monitor` with window {settings.monitor_window}, warm-up {settings.monitor_warmup}, "
+            f"→ `stream.monitoring.monitor.Monitor` with window {settings.monitor_window}, warm-up {settings.monitor_warmup}, "
             f"nDCG@{settings.monitor_top_k} threshold {settings.drift_ndcg_threshold}, ADWIN δ {settings.drift_delta}, "
             f"min effect {settings.drift_min_effect}. {res['seconds']:.0f} s wall.", "",
             "| figure | value | goal |", "| --- | --- | --- |",

@@ -71,7 +71,7 @@ async def _bare_aiokafka(opts: dict, topic: str, partitions: int, n: int, timeou
     """Anchor 1b: events/s of a bare aiokafka consumer (``getmany``, the workers' client) over the topic."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from stream.app import aiokafka_options
+    from stream.broker.clients import aiokafka_options
     from stream.settings import Settings
 
     s = Settings.load(None, {"bootstrap_servers": opts["bootstrap_servers"]

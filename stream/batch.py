@@ -122,7 +122,7 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         ``.jsonl`` (one record per line) or ``.csv`` (the replay layout, see :mod:`stream.replay`).
     output_path : path
         Explanation records, JSON Lines. Dead letters go to ``<output>.dead-letters.jsonl``, drift
-        records (:mod:`stream.monitor`, if any alarm) to ``<output>.drift.jsonl``.
+        records (:mod:`stream.monitoring.monitor`, if any alarm) to ``<output>.drift.jsonl``.
     settings : Settings, optional
         Models, feature names, model parameters, snapshot cadence and explain sample rate
         (default: ``Settings.load()``).
@@ -159,7 +159,7 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
 
     from stream.models import register_all
     from stream.contract import DeadLetter
-    from stream.ingest import parse_batch
+    from stream.contract.batch import parse_batch
     from stream.settings import Settings
     from stream.workers.explainer import ExplainerCore
     from stream.workers.learner_core import LearnerCore
@@ -278,7 +278,7 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     res.refits = int(sum(getattr(s.learner, "model_version", 0) or 0 for s in st.slots.values()
                          if hasattr(s.learner, "refit")))
     res.seconds = time.perf_counter() - t0
-    drift = learner.monitor.alarms + explainer.monitor.alarms  # drift.v1 records (stream.monitor)
+    drift = learner.monitor.alarms + explainer.monitor.alarms  # drift.v1 records (stream.monitoring.monitor)
     if drift:
         with open(out.with_name(out.stem + ".drift.jsonl"), "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in drift)

@@ -350,7 +350,7 @@ def tail_cmd(
     set_: Optional[List[str]] = SetOpt,
 ):
     """Follow explanation records."""
-    from stream.tail import follow, format_record
+    from stream.outputs.tail import follow, format_record
 
     s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
     _require_broker(s)

@@ -9,9 +9,9 @@ optionally, a learned pairwise model, and returns a JSON-ready dict:
   and ``examination`` = those CTRs relative to the best position;
 * ``off_policy`` — per evaluated policy (``ranked``: the learned j-th best item at position j;
   ``top_k_uniform``: the learned top 3 in random order) the IPS and SNIPS click-rate estimates
-  with 95 % intervals on the random-policy logs (:mod:`stream.offpolicy`), next to the logging
+  with 95 % intervals on the random-policy logs (:mod:`stream.clicks.offpolicy`), next to the logging
   policy's own click rate. Each campaign's items are ranked by the model's scores
-  (:func:`stream.clicksim.catalog_scores`, no user context); the estimates pool the campaigns'
+  (:func:`stream.clicks.simulate.catalog_scores`, no user context); the estimates pool the campaigns'
   impressions.
 """
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from stream.clicklog import ctr_by_position, examination_from_ctr
-from stream.clicksim import catalog_scores
-from stream.offpolicy import ips_estimate, on_policy_estimate, ranking_weights, snips_estimate
+from stream.clicks.log import ctr_by_position, examination_from_ctr
+from stream.clicks.simulate import catalog_scores
+from stream.clicks.offpolicy import ips_estimate, on_policy_estimate, ranking_weights, snips_estimate
 
 __all__ = ["click_log_summary", "format_click_summary"]
 

@@ -43,7 +43,7 @@ name                                             type       labels              
 ``prefstream_capacity_constraint_violation``     gauge      model                 monotonicity/normalisation violation
 ``prefstream_capacity_regret_proxy``             gauge      model                 RDA regret proxy of the capacity learner
 ``prefstream_global_mean_phi``                   gauge      model, method,        window mean φ (top-K features +
-                                                            feature               ``other``; :mod:`stream.monitor`)
+                                                            feature               ``other``; :mod:`stream.monitoring.monitor`)
 ``prefstream_global_mean_abs_phi``               gauge      model, method,        window mean |φ| (top-K + ``other``)
                                                             feature
 ``prefstream_global_importance_ndcg``            gauge      model, method         nDCG@K of the window's importance

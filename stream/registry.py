@@ -49,7 +49,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError
-from stream.example_arrays import background_arrays
+from stream.contract.arrays import background_arrays
 
 __all__ = [
     "ExplainContext",
@@ -108,7 +108,7 @@ class ExplainContext:
         """Background items as arrays ``(X_left, X_right)`` of shape (n_background, n_features).
 
         Examples whose items lack one of ``feature_names`` are left out
-        (:func:`stream.example_arrays.background_arrays`).
+        (:func:`stream.contract.arrays.background_arrays`).
 
         Examples
         --------

@@ -2,7 +2,7 @@
 
 Every line becomes one record of the event contract (:mod:`stream.contract`), is validated at
 the source with :func:`stream.contract.validate_record` (preference CSV files column-wise,
-:mod:`stream.replay_csv`, with the same result), encoded with orjson and sent with a confluent-kafka
+:mod:`stream.adapters.csv_columns`, with the same result), encoded with orjson and sent with a confluent-kafka
 (librdkafka) producer (``acks="all"``, idempotence on, key = ``event_id`` / ``session_id`` /
 ``item_id`` as UTF-8, ``linger_ms`` batching; :mod:`stream.broker.producer` maps the kafka-python
 options of the rest of prefstream onto it). A line that cannot be turned into a valid record is *skipped* (counted,
@@ -384,7 +384,7 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
         return rec, None
 
     if suffix == ".csv" and kind == "preference":
-        from stream.replay_csv import fast_preference_rows
+        from stream.adapters.csv_columns import fast_preference_rows
 
         to_record = _csv_record
         fast = fast_preference_rows(p, stem, now, row_path)
@@ -499,7 +499,7 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     -----
     The producer is confluent-kafka (librdkafka), chosen by measurement (``bench/replay_rate.py``,
     README "Replay"): records are encoded with orjson as they are read (CSV preference files
-    column-wise, :mod:`stream.replay_csv`), handed to librdkafka's queue, and batched, compressed
+    column-wise, :mod:`stream.adapters.csv_columns`), handed to librdkafka's queue, and batched, compressed
     and sent by its own threads; only failures call back into Python.
     """
     import orjson

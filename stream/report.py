@@ -238,8 +238,8 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
 
         sections.append(click_log_html(summary["click_log"]))
     records = list(records)
-    try:  # global importance over time with drift alarms (stream.monitor replays the records)
-        from stream.monitor_plots import importance_drift_section
+    try:  # global importance over time with drift alarms (stream.monitoring.monitor replays the records)
+        from stream.monitoring.plots import importance_drift_section
 
         drift_figs = [img(f, c) for f, c in importance_drift_section(records, out)]
     except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the report

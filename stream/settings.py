@@ -106,7 +106,7 @@ class Settings:
     topic_explain_requests: str = _f("prefstream.explain-requests", "Explain requests in.", "str")
     topic_explanations: str = _f("prefstream.explanations", "Explanation records out (key request id).", "str")
     topic_dead_letters: str = _f("prefstream.dead-letters", "Dead-letter records out.", "str")
-    topic_drift: str = _f("prefstream.drift", "Drift records out (drift.v1.json, key model name; stream.monitor).", "str")
+    topic_drift: str = _f("prefstream.drift", "Drift records out (drift.v1.json, key model name; stream.monitoring.monitor).", "str")
     consumer_group: str = _f("prefstream-learner", "Consumer group id of the learner workers.", "str")
     # ----------------------------------------------------------------------- models
     models: list = _f(None, "Models the learner trains (model_name values).", "list", factory=lambda: ["linear-bt"])
@@ -158,7 +158,7 @@ class Settings:
                                   "standard error is below this fraction of the event's largest |value| "
                                   "(explain_max_coalitions is then the cap); 0 = a fixed explain_max_coalitions. "
                                   "Written in every record's extra.budgets.", "float", lo=0.0, hi=0.5)
-    # ------------------------------------------------- monitoring (stream.monitor)
+    # ------------------------------------------------- monitoring (stream.monitoring.monitor)
     monitor_top_k: int = _f(20, "Features (capacity pairs) exported by name in the global-importance gauges; "
                             "the rest are summed as feature=other.", "int", lo=1)
     monitor_window: int = _f(1000, "Explanations in the sliding window of the global importances (and in the "
@@ -196,7 +196,7 @@ class Settings:
                                     "their deadline).", "int", lo=1, hi=64)
     # ------------------------------------------------------------ click sessions → pairs
     click_pairs: str = _f("all", "Pair strategy for click sessions: all (clicked ≻ every non-clicked shown item), "
-                          "skipped_above (Joachims 2002) or next (stream/clicklog.py).", "str")
+                          "skipped_above (Joachims 2002) or next (stream/clicks/log.py).", "str")
     click_weighting: str = _f("none", "Click-pair weights: none, ips (1/propensity, or 1/examination of the position "
                               "when propensities are absent), snips (ips self-normalised by its running mean) or "
                               "ips_sample (keep pairs with probability clip/propensity, weight 1: for learners that "

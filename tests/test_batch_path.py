@@ -19,7 +19,7 @@ from learners.linear import LinearBT
 from learners.refit import RefittingGPM
 from stream import registry
 from stream.contract import DeadLetter, parse_preference
-from stream.ingest import decode, learner_arrays, parse_batch
+from stream.contract.batch import decode, learner_arrays, parse_batch
 from stream.metrics import build_metrics
 from stream.settings import Settings
 from stream.workers.learner import LearnerCore

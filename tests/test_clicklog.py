@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from learners.exceptions import InvalidInputError, InvalidParameterError
-from stream.clicklog import ClickPairing, SessionExpander, ctr_by_position, examination_from_ctr, parse_examination
+from stream.clicks.log import ClickPairing, SessionExpander, ctr_by_position, examination_from_ctr, parse_examination
 from stream.contract import DeadLetter, ItemCatalog, parse_click_session, validator
-from stream.offpolicy import ips_estimate, ranking_weights, snips_estimate
+from stream.clicks.offpolicy import ips_estimate, ranking_weights, snips_estimate
 
 
 def slots(*spec):
@@ -303,7 +303,7 @@ def test_learned_ranking_beats_the_logging_policy_off_policy():
 def test_ips_pairs_recover_the_truth_better_than_naive_pairs():
     """A small run of the bench protocol in-process on a synthetic catalog (no data dir)."""
     from learners.linear import LinearBT
-    from stream.clicksim import ClickSimulation, catalog_scores, kendall_tau, ndcg_at_k
+    from stream.clicks.simulate import ClickSimulation, catalog_scores, kendall_tau, ndcg_at_k
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(300, 4))
@@ -396,8 +396,8 @@ def test_strategy_invariants(n, data):
 
 def test_em_recovers_the_examination_of_a_position_based_model():
     """Regression-EM (Wang et al. 2018, per-item relevance): θ = (1/j) from clicks without propensities."""
-    from stream.clicklog import estimate_examination_em
-    from stream.clicksim import ClickSimulation
+    from stream.clicks.log import estimate_examination_em
+    from stream.clicks.simulate import ClickSimulation
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))

@@ -14,8 +14,8 @@ import signal
 import numpy as np
 import pytest
 
-from stream.clicklog import ClickPairing, SessionExpander
-from stream.clicksim import ClickSimulation
+from stream.clicks.log import ClickPairing, SessionExpander
+from stream.clicks.simulate import ClickSimulation
 from stream.contract import ItemCatalog, parse_click_session
 from tests.test_workers_kafka import Stack, expected_digest, free_port, metric_value, scrape
 

@@ -148,8 +148,8 @@ def make_loop(monkeypatch, rebalance_on, partitions=2):
         await asyncio.sleep(0)
         return {k: v for k, v in producer.topics.get(topic, {}).items() if keep is None or keep(k)}
 
-    monkeypatch.setattr("stream.app.read_latest", read_latest)
-    from stream.publish import OutputLimits
+    monkeypatch.setattr("stream.broker.clients.read_latest", read_latest)
+    from stream.outputs.publish import OutputLimits
 
     loop.consumer, loop.producer, loop.limits = consumer, producer, OutputLimits(s)
     return loop, consumer, logs

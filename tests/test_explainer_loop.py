@@ -12,7 +12,7 @@ import numpy as np
 
 from learners.linear import LinearBT
 from stream import registry
-from stream.publish import OutputLimits, ProducerTopic
+from stream.outputs.publish import OutputLimits, ProducerTopic
 from stream.settings import Settings
 from stream.workers.explainer import ExplainerCore
 from stream.workers.explainer_loop import ExplainerLoop

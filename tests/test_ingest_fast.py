@@ -1,4 +1,4 @@
-"""The learner's batch validation of preference events (stream.ingest._fast_preferences) against the
+"""The learner's batch validation of preference events (stream.contract.batch._fast_preferences) against the
 contract's per-message validator, its oracle."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stream.contract import DeadLetter, preference_from_doc
-from stream.ingest import _fast_preferences, decode, parse_batch
+from stream.contract.batch import _fast_preferences, decode, parse_batch
 
 
 def _event(i: int, rng) -> dict:
@@ -103,7 +103,7 @@ def test_batch_validation_agrees_with_the_contract_on_valid_and_broken_events(se
 
 def test_batched_loss_monitor_gives_the_alarms_of_one_by_one():
     from stream.metrics import build_metrics
-    from stream.monitor import Monitor
+    from stream.monitoring.monitor import Monitor
 
     rng = np.random.default_rng(2)
     ys, ps = [], []

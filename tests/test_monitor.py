@@ -1,4 +1,4 @@
-"""stream.monitor: sliding-window global importances, bounded gauges, drift alarms and records."""
+"""stream.monitoring.monitor: sliding-window global importances, bounded gauges, drift alarms and records."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from explainers._result import Explanation
 from learners.exceptions import InvalidParameterError
 from stream.metrics import build_metrics
-from stream.monitor import Monitor, drift_record_ok, ndcg
+from stream.monitoring.monitor import Monitor, drift_record_ok, ndcg
 
 NAMES = [f"f{i}" for i in range(6)]
 
@@ -245,7 +245,7 @@ def test_worker_cores_feed_the_monitor_and_export_gauges():
 
 
 def test_report_plots_importances_over_time_with_alarms(tmp_path):
-    from stream.monitor_plots import plot_importance_drift
+    from stream.monitoring.plots import plot_importance_drift
     from stream.report import write_report
 
     rng = np.random.default_rng(4)

@@ -357,7 +357,7 @@ def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstra
         assert sum(len(g["rules"]) for g in groups) == len(_alert_names())
 
         # the preference flips (feature a now counts 4x, b 0.1x): a drift record reaches the drift topic
-        from stream.monitor import drift_record_ok
+        from stream.monitoring.monitor import drift_record_ok
 
         flipped = []
         for i in range(600):

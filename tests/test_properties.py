@@ -37,7 +37,7 @@ from stream.contract import (  # noqa: E402
     explanation_record_ok,
     parse_preference,
 )
-from stream.guard import state_defect  # noqa: E402
+from stream.workers.guard import state_defect  # noqa: E402
 from stream.settings import Settings  # noqa: E402
 from stream.workers.explainer import ExplainerCore  # noqa: E402
 from stream.workers.learner import LearnerCore  # noqa: E402

@@ -1,6 +1,6 @@
 """No poison, no silent loss, exact accounting (issue 12), without a broker.
 
-* the finite-state guard (:mod:`stream.guard`): an update that makes a learner's state
+* the finite-state guard (:mod:`stream.workers.guard`): an update that makes a learner's state
   non-finite is refused and undone, in the learner core and in the batch path;
 * snapshots: a non-finite state is never encoded, and one that cannot be loaded names the real
   cause;
@@ -23,7 +23,7 @@ from learners.linear import LinearBT
 from learners.state import dump_state
 from stream import registry
 from stream.contract import decode_snapshot, encode_snapshot
-from stream.guard import FiniteGuard, NonFiniteUpdate, state_defect
+from stream.workers.guard import FiniteGuard, NonFiniteUpdate, state_defect
 from stream.settings import Settings
 from stream.workers.learner import LearnerCore
 from stream.models import register_all  # noqa: E402
@@ -224,7 +224,7 @@ def test_prefstream_run_summary_adds_up(tmp_path):
 def test_every_codec_decodes_and_a_worker_refuses_to_start_without_one(monkeypatch):
     import aiokafka.codec
 
-    from stream.codecs import CodecMissing, missing_codecs
+    from stream.broker.codecs import CodecMissing, missing_codecs
     from stream.workers.learner import LearnerCore, LearnerLoop
 
     assert missing_codecs() == []  # requirements.txt pins them all

@@ -125,7 +125,7 @@ def test_both_workers_read_every_compression_codec_of_the_java_producer(kafka_bo
 def test_fit_explanation_drops_heavy_extra_fields_first_and_flags_them():
     from explainers._result import Explanation
     from stream.contract import explanation_record_ok
-    from stream.publish import fit_explanation
+    from stream.outputs.publish import fit_explanation
 
     e = Explanation(values=np.array([[0.5, -0.25, 0.125]]), base_values=np.array([0.1]), data=np.array([[1.0, 2.0, 3.0]]),
                     feature_names=["a", "b", "c"], method="linear-shapley",

@@ -1,4 +1,4 @@
-"""Replay's column-wise CSV reader (stream.replay_csv) against the row path, its oracle, and the producer options."""
+"""Replay's column-wise CSV reader (stream.adapters.csv_columns) against the row path, its oracle, and the producer options."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from learners.exceptions import InvalidParameterError
-from stream import replay_csv
+from stream.adapters import csv_columns as replay_csv
 from stream.broker.producer import confluent_config, error_name
 from stream.replay import _iter_raw
 

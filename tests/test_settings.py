@@ -112,7 +112,7 @@ def test_every_client_library_gets_the_same_security_settings(protocol, mechanis
     """kafka-python (tail, topics) and aiokafka (learner, explainer, followers, serve)."""
     import ssl
 
-    from stream.app import aiokafka_options
+    from stream.broker.clients import aiokafka_options
 
     env = {"PREFSTREAM_SECURITY_PROTOCOL": protocol}
     if mechanism:

@@ -178,7 +178,7 @@ def build() -> dict:
                                "duplicate, no_model, error (with the exception class): "
                                "prefstream_explanations_shed_total.")
 
-    L.row("Global explanations (stream.monitor: sliding window, top-K features + other)")
+    L.row("Global explanations (stream.monitoring.monitor: sliding window, top-K features + other)")
     L.panel("Global importance: window mean |φ| by feature",
             [target(f"max by (model, method, feature) (prefstream_global_mean_abs_phi{{{MM}}})",
                     "{{feature}} ({{method}}, {{model}})", "A")],

@@ -11,7 +11,7 @@ groups the impressions of one sample into *sessions*: consecutive impressions of
 user-feature tuple with less than ``gap_s`` seconds between them, at most ``max_shown`` items
 per session (our rule, documented here). An item shown twice in a session keeps one entry —
 the clicked impression if any, else the first — with that impression's ``position`` and
-``propensity``. Each session becomes a click-session record; :mod:`stream.clicklog` turns it
+``propensity``. Each session becomes a click-session record; :mod:`stream.clicks.log` turns it
 into (weighted) pairs. Because a session's impressions come from different rounds, its positions
 do not form one ranked list: ``click_pairs=all`` is the strategy that fits these logs
 (``skipped_above`` / ``next`` compare positions across rounds).
@@ -22,7 +22,7 @@ are the same under both policies). Item features: ``item_feature_0`` (numeric) a
 of ``user_feature_0`` and ``user_feature_1``.
 
 :func:`read_obd_csv` reads one OBD CSV (plain or ``.gz``) as an :class:`Impressions` table, the
-form the off-policy estimators of :mod:`stream.offpolicy` take; :func:`obd_session_records`
+form the off-policy estimators of :mod:`stream.clicks.offpolicy` take; :func:`obd_session_records`
 makes contract records from one file (``prefstream replay --kind click`` on an OBD CSV).
 
 Licence: Apache-2.0 (obp).

@@ -56,7 +56,7 @@ TOPICS: dict[str, TopicSpec] = {
     TOPIC_EXPLAIN_REQUESTS: TopicSpec(1),
     TOPIC_EXPLANATIONS: TopicSpec(3),
     TOPIC_DEAD_LETTERS: TopicSpec(1),
-    TOPIC_DRIFT: TopicSpec(1),  # drift.v1 records of stream.monitor
+    TOPIC_DRIFT: TopicSpec(1),  # drift.v1 records of stream.monitoring.monitor
 }
 
 def _as_spec(name: str, value: Any, partitions: int | Mapping[str, int] | None) -> TopicSpec:

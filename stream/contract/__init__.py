@@ -35,7 +35,7 @@ the first failing one decides the reason:
    ``1e400``), ``out_of_range`` (finite numbers beyond :data:`MAX_ABS_VALUE` or a weight outside
    :data:`WEIGHT_RANGE`; the detail names the field path), ``schema_violation`` (left and right with different feature names, an
    unparseable ISO timestamp, clicked items not among the shown ones, duplicate shown ids,
-   a ``position`` given for only some shown items — :func:`stream.clicklog.slot_problem`);
+   a ``position`` given for only some shown items — :func:`stream.clicks.log.slot_problem`);
 8. ``unknown_item`` — an item referenced by id that the item catalog does not hold.
 
 Speed: validating a dict with :mod:`jsonschema` costs ~200 µs, too slow for the per-event path.

@@ -1,15 +1,15 @@
 """Click sessions, expanded into preference pairs (by default clicked ≻ shown-but-not-clicked).
 
 The pair strategy, inverse-propensity weights and orientation come from a
-:class:`stream.clicklog.SessionExpander` (the ``click_*`` settings); ``position`` /
-``propensity`` of the shown items are checked here (:func:`stream.clicklog.slot_problem`).
+:class:`stream.clicks.log.SessionExpander` (the ``click_*`` settings); ``position`` /
+``propensity`` of the shown items are checked here (:func:`stream.clicks.log.slot_problem`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from stream import clicklog
+from stream.clicks import log as clicklog
 from stream.contract.catalog import ItemCatalog, _resolve
 from stream.contract.decoding import _DEFAULT_MAX_BYTES, _check_object_and_version, _decode, _features, _timestamp, _weight
 from stream.contract.preference import PreferenceExample, _check_same_features, _fast_context_weight_ok, _fast_numdict
@@ -95,7 +95,7 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
                         expander: "clicklog.SessionExpander | None" = None) -> list[PreferenceExample]:
     """Parse a click session and expand it into preference pairs clicked ≻ shown-but-not-clicked.
 
-    ``expander`` (a :class:`stream.clicklog.SessionExpander`, built from the ``click_*``
+    ``expander`` (a :class:`stream.clicks.log.SessionExpander`, built from the ``click_*``
     settings) chooses other pair strategies (clicked ≻ skipped-above, clicked ≻ next), inverse
     propensity weights and the pair orientation; the default below is its ``all`` strategy,
     unweighted, clicked item on the left.
@@ -114,7 +114,7 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
     catalog : ItemCatalog, optional
         Resolves shown items without inline features.
     max_bytes : int, default 1 MiB
-    expander : stream.clicklog.SessionExpander, optional
+    expander : stream.clicks.log.SessionExpander, optional
 
     Returns
     -------

@@ -64,7 +64,7 @@ def encode_snapshot(model_name: str, version: int, training_count: int, state: d
     nan = _nan_array(state["arrays"])
     if nan is not None:
         raise SnapshotError(f"The {model_name!r} state array {nan!r} holds NaN; a non-finite model is never published "
-                            "(stream.guard refuses the update that causes it).")
+                            "(stream.workers.guard refuses the update that causes it).")
     data = dump_state({"meta": {"__snapshot__": meta, "model": state["meta"]}, "arrays": state["arrays"]})
     if len(data) > max_bytes:
         raise SnapshotError(

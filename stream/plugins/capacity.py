@@ -28,7 +28,7 @@ import numpy as np
 
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError, InvalidParameterError
-from stream.example_arrays import reference_items, side_array
+from stream.contract.arrays import reference_items, side_array
 from stream.plugins.budgets import budgets, capped, dist_options, with_budgets
 from stream.plugins.common import construct, require_trained, tile
 from stream.plugins.groups import groups_of, on_features, players

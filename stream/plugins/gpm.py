@@ -20,7 +20,7 @@ import numpy as np
 
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError, NotFittedError
-from stream.example_arrays import context_array, reference_items, side_array
+from stream.contract.arrays import context_array, reference_items, side_array
 from stream.plugins.budgets import budgets, capped, dist_options, target_of, with_budgets
 from stream.plugins.common import construct
 from stream.plugins.groups import groups_of, on_features, players

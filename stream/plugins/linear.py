@@ -8,7 +8,7 @@ of the raw-unit weights (parameter mixing, Zinkevich et al. 2010).
 from __future__ import annotations
 
 from learners.exceptions import InvalidInputError
-from stream.example_arrays import background_arrays, side_array
+from stream.contract.arrays import background_arrays, side_array
 from stream.plugins.budgets import capped
 from stream.plugins.common import construct
 

@@ -1,6 +1,6 @@
 """The explainer worker: keep the latest model snapshots, explain sampled events and requests.
 
-* **Models.** A :class:`~stream.app.TopicFollower` reads the compacted model topic from the
+* **Models.** A :class:`~stream.broker.clients.TopicFollower` reads the compacted model topic from the
   beginning (outside any consumer group, so it sees every key). Per model it keeps the latest
   snapshot of every source (``"<model>@<topic>:<p>"``), rebuilt with the registry loader, and
   merges them on demand with :func:`stream.registry.merge_learners` (``__iadd__`` or
@@ -56,10 +56,10 @@ from stream.contract import (
     parse_item,
     parse_preference,
 )
-from stream.ingest import decode
+from stream.contract.batch import decode
 from stream.metrics import Metrics, build_metrics
 from stream.plugins.budgets import budgets_from_settings
-from stream.monitor import Monitor
+from stream.monitoring.monitor import Monitor
 from stream.workers._snapshot import event_hash, parse_snapshot_key, split_stream_meta
 
 __all__ = ["ExplainJob", "ExplainerCore"]
@@ -104,7 +104,7 @@ class ExplainerCore:
         self.queue: asyncio.Queue | None = None
         self._ignored: set = set()
         self.budgets = budgets_from_settings(settings)  # explain_exact_players, _max_coalitions, _reference_size, _target_se
-        #: global importances and explanation-drift alarms (stream.monitor)
+        #: global importances and explanation-drift alarms (stream.monitoring.monitor)
         self.monitor = Monitor.from_settings(settings, self.metrics)
 
     # ------------------------------------------------------------------ models
@@ -319,7 +319,7 @@ class ExplainerCore:
             rec.setdefault("extra", {})
             if isinstance(rec["extra"], dict):
                 rec["extra"].setdefault("origin", job.origin)
-            records.append(rec)  # prefstream_explanations_total counts on delivery (stream.publish)
+            records.append(rec)  # prefstream_explanations_total counts on delivery (stream.outputs.publish)
         return records, unfinished
 
     def explain(self, job: ExplainJob, plan) -> list[dict]:

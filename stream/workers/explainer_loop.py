@@ -65,7 +65,7 @@ class ExplainerLoop(ConsumerLoop):
         self.items = None
         self._followers: list = []
         self._drain = None
-        self.out = self.dead = None  # stream.publish.ProducerTopic, made in starting()
+        self.out = self.dead = None  # stream.outputs.publish.ProducerTopic, made in starting()
 
     # ------------------------------------------------------------------ ConsumerLoop hooks
     def topics(self) -> list[str]:
@@ -95,8 +95,8 @@ class ExplainerLoop(ConsumerLoop):
         await self.read_back_explanations()
 
     async def starting(self) -> None:
-        from stream.app import TopicFollower
-        from stream.publish import ProducerTopic
+        from stream.broker.clients import TopicFollower
+        from stream.outputs.publish import ProducerTopic
 
         s, core = self.settings, self.core
         self.out = ProducerTopic(self.producer, s.topic_explanations)
@@ -215,7 +215,7 @@ class ExplainerLoop(ConsumerLoop):
         """Remember the explanations delivered in the last ``explain_dedupe_seconds`` (any process)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        from stream.app import _partitions, aiokafka_options
+        from stream.broker.clients import _partitions, aiokafka_options
 
         s = self.settings
         if s.explain_dedupe_seconds <= 0:
@@ -366,7 +366,7 @@ class ExplainerLoop(ConsumerLoop):
 
     async def deliver(self, key, it: WorkItem, recs: list) -> None:
         """Deliver one event's records, then count, remember and release it."""
-        from stream.publish import send_explanation
+        from stream.outputs.publish import send_explanation
 
         core = self.core
         if not recs:  # every record of it was invalid (counted as invalid_record by the core)
@@ -386,7 +386,7 @@ class ExplainerLoop(ConsumerLoop):
             self.tracker.finished(it.tp, it.offset)
 
     async def run_request(self, job, tp, offset, gen, arrived) -> None:
-        from stream.publish import send_explanation
+        from stream.outputs.publish import send_explanation
 
         core = self.core
         try:

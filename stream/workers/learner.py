@@ -53,7 +53,7 @@ class LearnerLoop(ConsumerLoop):
         super().__init__(core.settings, core.metrics)
         self.core = core
         self.snapshots: dict | None = None
-        self.items = None  # stream.app.TopicFollower of the item topic, made in starting()
+        self.items = None  # stream.broker.clients.TopicFollower of the item topic, made in starting()
         self._items_task = None
 
     def topics(self) -> list[str]:
@@ -92,7 +92,7 @@ class LearnerLoop(ConsumerLoop):
     # ------------------------------------------------------------------ sources
     async def ensure(self, topic: str, partition: int, generation: int):
         """The source state of a partition, rebuilt from the model topic on first use."""
-        from stream.app import read_latest
+        from stream.broker.clients import read_latest
 
         core = self.core
         st = core.sources.get(source_name(topic, partition))
@@ -181,14 +181,14 @@ class LearnerLoop(ConsumerLoop):
     async def every_second(self) -> None:
         core = self.core
         core.update_gauges()
-        for rec in core.monitor.drain():  # model-drift alarms (stream.monitor) go to the drift topic
+        for rec in core.monitor.drain():  # model-drift alarms (stream.monitoring.monitor) go to the drift topic
             try:
                 await self.producer.send(self.settings.topic_drift, key=rec["model"].encode(), value=orjson.dumps(rec))
             except Exception:  # noqa: BLE001 - the alarm is counted in prefstream_drift_total either way
                 log.exception("publishing a drift record of %s failed", rec["model"])
 
     async def starting(self) -> None:
-        from stream.app import TopicFollower
+        from stream.broker.clients import TopicFollower
 
         s, core = self.settings, self.core
         core.loop = asyncio.get_running_loop()

@@ -20,7 +20,7 @@ of that snapshot. A bounded per-model window of the last ``dedupe_window`` event
 a replay run twice) that arrive at *different* offsets.
 
 Messages arrive in micro-batches (:meth:`LearnerCore.process_batch`): one decode-and-validate
-pass (:mod:`stream.ingest`), then per model one ``predict_proba_many`` (progressive validation on
+pass (:mod:`stream.contract.batch`), then per model one ``predict_proba_many`` (progressive validation on
 the pre-batch state) and one ``learn_many``. The Kafka loop around the core is
 :mod:`stream.workers.learner`.
 """
@@ -34,8 +34,8 @@ from typing import Any, Sequence
 
 from learners.exceptions import InvalidInputError, PrefstreamError, SnapshotError
 from stream import registry
-from stream.clicklog import ClickPairing, SessionExpander
-from stream.guard import FiniteGuard
+from stream.clicks.log import ClickPairing, SessionExpander
+from stream.workers.guard import FiniteGuard
 from stream.contract import (
     DeadLetter,
     ItemCatalog,
@@ -44,9 +44,9 @@ from stream.contract import (
     encode_snapshot,
     parse_item,
 )
-from stream.ingest import learner_arrays, parse_batch
+from stream.contract.batch import learner_arrays, parse_batch
 from stream.metrics import Metrics, build_metrics
-from stream.monitor import Monitor
+from stream.monitoring.monitor import Monitor
 from stream.workers._snapshot import (
     attach_stream_meta,
     digest_add,
@@ -147,7 +147,7 @@ class LearnerCore:
             self.metrics.refit_failures.labels(model=m)
             self.metrics.drift.labels(model=m, kind="model")
         self._m_consumed: dict[str, Any] = {}
-        #: model drift: ADWIN on the progressive log loss (stream.monitor)
+        #: model drift: ADWIN on the progressive log loss (stream.monitoring.monitor)
         self.monitor = Monitor.from_settings(settings, self.metrics)
         #: per item-topic partition, the end offset when the worker started: bad item records
         #: below it are counted but not dead-lettered again (an earlier run did that)
@@ -227,7 +227,7 @@ class LearnerCore:
             ``arrived`` is the ``time.perf_counter()`` at which the worker received the message
             (None: the start of this call), for the arrival → learned latency histogram.
         parsed : sequence, optional
-            :func:`stream.ingest.parse_batch` of ``records`` if the caller decoded them (``prefstream run``).
+            :func:`stream.contract.batch.parse_batch` of ``records`` if the caller decoded them (``prefstream run``).
 
         Returns
         -------
@@ -238,7 +238,7 @@ class LearnerCore:
         -----
         Per model, the examples of the batch that the model has not learned yet (offset at or
         above its ``next_offset``; event id not in its dedupe window nor earlier in the batch)
-        are turned into arrays (:func:`stream.ingest.learner_arrays`), scored with
+        are turned into arrays (:func:`stream.contract.batch.learner_arrays`), scored with
         ``predict_proba_many`` on the state *before* the batch (progressive validation: every
         event is still predicted before it is learned, by a model at most one batch older than
         in the one-by-one path), then learned with one ``learn_many`` call, and the refit
@@ -346,7 +346,7 @@ class LearnerCore:
         rows = [pick[k] for k in arr.rows]
         if rows:
             self._score(name, learner, arr)
-            # learn the batch, check the state once (stream.guard); only when learn_many refuses the
+            # learn the batch, check the state once (stream.workers.guard); only when learn_many refuses the
             # batch or the state turns non-finite, restore the pre-batch state and learn row by row,
             # so exactly the bad messages are dead-lettered and nothing non-finite is ever kept
             res = slot.guard.learn_batch(

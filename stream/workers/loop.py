@@ -34,8 +34,8 @@ partitions are assigned or revoked (:meth:`~ConsumerLoop.assigned`,
    moved or the lag was last 0, while the lag is > 0 (0 when caught up); the series of partitions no longer owned are
    removed.
 
-The group-less followers of compacted topics (:class:`stream.app.TopicFollower`) share the
-corrupt-input path (:func:`stream.bad_input.getmany_skipping_bad_input`).
+The group-less followers of compacted topics (:class:`stream.broker.clients.TopicFollower`) share the
+corrupt-input path (:func:`stream.broker.bad_input.getmany_skipping_bad_input`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import time
 from typing import Awaitable
 
 from learners.exceptions import SnapshotError
-from stream.bad_input import INPUT_ERROR_REASONS, getmany_skipping_bad_input
+from stream.broker.bad_input import INPUT_ERROR_REASONS, getmany_skipping_bad_input
 
 __all__ = ["ConsumerLoop"]
 
@@ -85,7 +85,7 @@ class ConsumerLoop:
         self.ready = asyncio.Event()  # set once the assigned partitions' state is rebuilt
         self.consumer = None
         self.producer = None
-        self.limits = None  # stream.publish.OutputLimits, made in run()
+        self.limits = None  # stream.outputs.publish.OutputLimits, made in run()
         self.fatal: Exception | None = None
         self.paused_tps: set = set()
         self._progress: dict = {}  # tp -> (done offset, monotonic time it last moved)
@@ -225,8 +225,8 @@ class ConsumerLoop:
         log.error("skipping %s record at %s[%d]@%d: %s", reason, tp.topic, tp.partition, offset, exc)
 
     def dead_letter_bytes(self, dl: dict, key) -> bytes:
-        """A dead-letter record cut until it fits the dead-letter topic (stream.publish)."""
-        from stream.publish import fit_dead_letter
+        """A dead-letter record cut until it fits the dead-letter topic (stream.outputs.publish)."""
+        from stream.outputs.publish import fit_dead_letter
 
         return fit_dead_letter(dl, self.limits.value_limit(self.settings.topic_dead_letters, key))
 
@@ -347,10 +347,10 @@ class ConsumerLoop:
         from aiokafka.abc import ConsumerRebalanceListener
         from aiokafka.errors import KafkaError
 
-        from stream.app import aiokafka_options, env_int
+        from stream.broker.clients import aiokafka_options, env_int
         from stream.broker import BrokerError
-        from stream.codecs import require_codecs
-        from stream.publish import OutputLimits
+        from stream.broker.codecs import require_codecs
+        from stream.outputs.publish import OutputLimits
 
         s = self.settings
         loop = asyncio.get_running_loop()

@@ -30,7 +30,7 @@ class ModelSlot:
     window_set: set = field(default_factory=set)
     refit_running: bool = False
     restored: bool = False
-    guard: Any = None  # stream.guard.FiniteGuard of this model, made on the first update
+    guard: Any = None  # stream.workers.guard.FiniteGuard of this model, made on the first update
 
     def remember(self, h: int, size: int) -> None:
         if size <= 0:

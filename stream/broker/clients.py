@@ -155,7 +155,7 @@ class TopicFollower:
         """Consume until :meth:`stop`; reconnects after errors (logged)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        from stream.bad_input import getmany_skipping_bad_input
+        from stream.broker.bad_input import getmany_skipping_bad_input
 
         while not self._stopping:
             consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None,
@@ -174,7 +174,7 @@ class TopicFollower:
                         if all([await consumer.position(tp) >= ends[tp] for tp in tps]):
                             self.caught_up.set()
                     # corrupt or undecodable records are counted and skipped by offset, as in the
-                    # workers' consumer loop (stream.bad_input), never a follower stuck for good
+                    # workers' consumer loop (stream.broker.bad_input), never a follower stuck for good
                     batch = await getmany_skipping_bad_input(consumer, self._input_error, timeout_ms=200)
                     for tp, msgs in batch.items():
                         for m in msgs:

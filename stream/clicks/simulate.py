@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from learners.exceptions import InvalidParameterError
-from stream.clicklog import ClickPairing, SessionExpander
+from stream.clicks.log import ClickPairing, SessionExpander
 
 __all__ = ["ClickSimulation", "catalog_scores", "kendall_tau", "ndcg_at_k"]
 

@@ -39,7 +39,7 @@ Every alarm increments ``prefstream_drift_total{model, kind}`` (kind ``model``, 
 ``feature``), appends a drift record (``stream/schemas/drift.v1.json``) to :attr:`Monitor.alarms`
 and to an outbox the workers publish to the ``topic_drift`` topic (:meth:`Monitor.drain`), and
 :attr:`Monitor.history` keeps the window's mean |φ| at every check for the report's plot
-(:func:`stream.monitor_plots.plot_importance_drift`).
+(:func:`stream.monitoring.plots.plot_importance_drift`).
 
 Examples
 --------

@@ -1,6 +1,6 @@
 """Plot of global importances over time with the drift alarms marked (matplotlib, imported lazily).
 
-:func:`plot_importance_drift` draws, per (model, method) history of :class:`stream.monitor.Monitor`,
+:func:`plot_importance_drift` draws, per (model, method) history of :class:`stream.monitoring.monitor.Monitor`,
 the window mean |φ| of the top features over the stream, the nDCG against the reference window
 below it, and a vertical line per drift alarm (colour by kind). :func:`importance_drift_section`
 replays explanation records through a fresh monitor for the HTML report.
@@ -89,12 +89,12 @@ def plot_importance_drift(history: list[Mapping], alarms: list[Mapping], path, *
 
 
 def importance_drift_section(records: Iterable[Mapping], out_dir, settings=None) -> list[tuple[str, str]]:
-    """Replay explanation records through a :class:`~stream.monitor.Monitor`; one PNG per (model, method).
+    """Replay explanation records through a :class:`~stream.monitoring.monitor.Monitor`; one PNG per (model, method).
 
     Returns ``[(file name, caption)]`` of the plots written into ``out_dir`` (empty when no
     method reached a first check).
     """
-    from stream.monitor import Monitor
+    from stream.monitoring.monitor import Monitor
 
     mon = Monitor.from_settings(settings) if settings is not None else Monitor()
     mon.observe(list(records))

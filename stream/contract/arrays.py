@@ -105,9 +105,10 @@ def reference_items(ctx, names: Sequence[str], limit: int = 512) -> np.ndarray:
 
     Examples
     --------
+    >>> import numpy as np
     >>> from types import SimpleNamespace as Ex
-    >>> from stream.registry import ExplainContext
-    >>> ctx = ExplainContext("m", background=[Ex(left={"x": 2.0}, right={"x": 1.0}), Ex(left={"x": 2.0}, right={"x": 0.0})])
+    >>> bg = [Ex(left={"x": 2.0}, right={"x": 1.0}), Ex(left={"x": 2.0}, right={"x": 0.0})]
+    >>> ctx = Ex(catalog=None, background=bg, rng=np.random.default_rng(0))  # a stream.registry.ExplainContext
     >>> reference_items(ctx, ["x"]).ravel().tolist()
     [0.0, 1.0, 2.0]
     """

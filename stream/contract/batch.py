@@ -86,7 +86,7 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
         Raw message values.
     catalog : ItemCatalog, optional
     max_bytes : int
-    expander : stream.clicklog.SessionExpander, optional
+    expander : stream.clicks.log.SessionExpander, optional
         How click sessions become pairs (the ``click_*`` settings); default: clicked ≻ all shown.
 
     Returns

@@ -1,0 +1,1 @@
+"""Live global explanations, drift alarms and their plots (no Kafka)."""

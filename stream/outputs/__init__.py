@@ -1,0 +1,1 @@
+"""What leaves prefstream: records fitted to their topic (publish) and followed (tail)."""
