@@ -62,8 +62,14 @@ def live(kafka_bootstrap, kafka_options, tmp_path_factory):
         ready = stack.wait(lambda: srv.client.get("/readyz").status_code == 200, 120, "/readyz 200")
         assert ready
 
+        more = iter(range(300, 10**6))
+
         def settled():   # the server holds exactly what is on the topic, and the GPM is refitted on both sources
             mine = in_process(stack)
+            if mine.get("gpm") is None or not all(p.learner.model is not None for p in mine.get("gpm").sources.values()):
+                # the learner refits when it learns: after a rebalance restored an unrefitted GPM from its
+                # snapshot, only new events make it refit
+                stack.send("preferences", [pref_event(next(more), rng) for _ in range(4)])
             models = {m["model"]: m for m in srv.client.get("/v1/models").json()["models"]}
             gpm = mine.get("gpm")
             return (gpm is not None and len(gpm.sources) == 2 and all(p.learner.model is not None for p in gpm.sources.values())
