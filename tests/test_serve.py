@@ -22,8 +22,7 @@ import httpx
 import numpy as np
 import pytest
 
-from stream.serving.datamodels import (CompareResponse, ExplanationRecord, ModelsResponse, RankResponse,
-                                       ReadyResponse)
+from stream.serving.datamodels import CompareResponse, ModelsResponse, RankResponse, ReadyResponse
 
 pytestmark = pytest.mark.kafka
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import numpy as np
 import pytest
 
+from stream.serving.datamodels import ExplanationRecord
 from tests.test_serve import Server, item_records
 from tests.test_workers_kafka import Stack, metric_value, pref_event
 
@@ -135,7 +135,7 @@ def test_explain_equals_the_explainer_workers_record(live, name, method):
     r = srv.client.post("/v1/explain", json={"model": name, "method": method, "left": {"id": "i4"},
                                              "right": {"id": "i7"}, "request_id": "q-1", "seed": seed})
     assert r.status_code == 200, r.text
-    got = r.json()
+    got = ExplanationRecord.model_validate(r.json()).model_dump()
     # the explainer worker's code on the same snapshots, items, pair and seed (no preference reservoir)
     core = ExplainerCore(Settings.load(None, {}, environ={}))
     for k, v in stack.read("models", timeout=1.0):
