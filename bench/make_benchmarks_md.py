@@ -36,6 +36,8 @@ ORDER = [
     ("explanation_drift_workers", "Explanation drift through the real workers and the broker", "bench/explanation_drift.py --workers"),
     ("soak", "Soak: 10^6 events through a learner worker, RSS and exactness", "bench/soak.py"),
     ("chaos", "Seeded chaos: learners killed/added, broker outages, explainer kills, corrupt batches", "bench/chaos.py"),
+    ("serve", "prefstream serve under wrk: rank by id / inline, explain, hot swap (Pokémon, 100 candidates)",
+     "bench/serve.py"),
 ]
 
 

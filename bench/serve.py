@@ -195,8 +195,14 @@ def main(argv=None) -> int:
 
         deadline = time.monotonic() + 900
         last = None
+        extra = args.events
         while True:   # wait for both models with every event, then for a quiet second (no new version)
             ms = settled()
+            if ms is None:   # the learner refits when it learns (e.g. after a rebalance restored an unrefitted GPM)
+                for ev in events[extra:extra + 5]:
+                    producer.send(topics["preferences"], key=ev["event_id"].encode(), value=json.dumps(ev).encode())
+                producer.flush(30)
+                extra += 5
             if ms is not None and last is not None and {k: v["version"] for k, v in ms.items()} == last:
                 break
             last = None if ms is None else {k: v["version"] for k, v in ms.items()}
@@ -245,7 +251,7 @@ def main(argv=None) -> int:
         stop = threading.Event()
 
         def feed():
-            k = args.events
+            k = extra
             while not stop.is_set() and k < len(events):
                 for ev in events[k:k + 20]:
                     producer.send(topics["preferences"], key=ev["event_id"].encode(), value=json.dumps(ev).encode())

@@ -22,8 +22,7 @@ import httpx
 import numpy as np
 import pytest
 
-from stream.serving.datamodels import (CompareResponse, ExplanationRecord, ModelsResponse, RankResponse,
-                                       ReadyResponse)
+from stream.serving.datamodels import CompareResponse, ModelsResponse, RankResponse, ReadyResponse
 
 pytestmark = pytest.mark.kafka
 
@@ -330,8 +329,8 @@ def test_metrics_count_requests_by_endpoint_and_status(guarded):
     assert 'prefstream_serve_request_latency_seconds_bucket{endpoint="/v1/compare",le="+Inf"}' in text
 
 
-def test_columnar_fast_path_equals_the_strict_path(guarded):
-    """Rows parsed by orjson into one array (no booleans in the body) rank exactly as the per-item form."""
+def test_columnar_rows_rank_exactly_as_the_per_item_form(guarded):
+    """One table in another column order gives the same scores as per-item feature dicts."""
     c = guarded.client
     rows = [[0.25, -1.5, 3.0], [1.0, 0.0, -2.0], [-0.5, 2.5, 0.125]]
     cols = c.post("/v1/rank", json={"model": "capacity", "columns": {"feature_names": ["c", "a", "b"],

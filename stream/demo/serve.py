@@ -11,7 +11,7 @@ Examples
 ...         ("preference", {"left": {"id": "a", "features": {"x": 1.0}}, "right": {"id": "c", "features": {"x": 0.5}}})]
 >>> [c["id"] for c in demo_candidates(recs, [], k=5)]
 ['a', 'b', 'c']
->>> print(format_serve({"model": "capacity", "version": 7, "aggregate": "utility", "url": "http://h:1",
+>>> print(format_serve({"model": "capacity", "version": 7, "aggregate": "utility", "url": "http://h:1",  # doctest: +NORMALIZE_WHITESPACE
 ...                     "top": [{"id": "a", "score": 1.5}], "explanation": None, "latency_ms": {"rank": 2.0}}))
 served by            http://h:1 (prefstream serve): top 1 items by the live capacity model, v7 (utility; rank 2.0 ms)
    1. a                      1.500

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "Columns", "CompareRequest", "CompareResponse", "ErrorResponse", "ExplainRequest", "ExplanationRecord",
@@ -45,8 +45,6 @@ class Columns(_Strict):
     feature_names: list[str] = Field(..., min_length=1, description="Column names of ``rows``.")
     rows: list[list[float]] = Field(..., min_length=1, description="One row per candidate, len(feature_names) values each.")
     ids: Optional[list[str]] = Field(None, description="Optional candidate ids (default: row numbers).")
-    #: the rows as one float64 array when the body took the fast path (stream.serving.routes.deps.rank_body)
-    _array: Any = PrivateAttr(default=None)
 
 
 class RankRequest(_Strict):

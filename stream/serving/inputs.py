@@ -83,10 +83,7 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
         raise APIError(422, "malformed", "Give the candidates in exactly one of 'ids', 'columns' or 'items'; "
                                          f"got {forms or 'none'}.", field=forms[1] if len(forms) > 1 else "ids")
     form = forms[0]
-    if form == "columns":
-        n = len(req.columns.rows) if req.columns._array is None else req.columns._array.shape[0]
-    else:
-        n = len(getattr(req, form))
+    n = len(req.columns.rows) if form == "columns" else len(getattr(req, form))
     if n > max_items:
         raise APIError(413, "too_large", f"{n} candidates; at most {max_items} per request (serve_max_items).",
                        field=form)
@@ -109,16 +106,11 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
             raise APIError(422, "missing_feature", f"columns.feature_names lacks {miss[:5]} of the model "
                                                    f"(it needs {list(names)}).", field="columns.feature_names")
         width = len(cols.feature_names)
-        T = cols._array
-        if T is None:
-            try:
-                T = np.array(cols.rows, dtype=np.float64)
-            except ValueError:
-                T = None
+        try:
+            T = np.array(cols.rows, dtype=np.float64)
+        except ValueError:
+            T = None
         if T is None or T.ndim != 2 or T.shape[1] != width:
-            if cols._array is not None:   # a rectangular table of the wrong width
-                raise APIError(422, "malformed", f"columns.rows[0] has {T.shape[1]} values; feature_names has {width}.",
-                               field="columns.rows[0]")
             bad = next(i for i, r in enumerate(cols.rows) if len(r) != width)
             raise APIError(422, "malformed", f"columns.rows[{bad}] has {len(cols.rows[bad])} values; "
                                              f"feature_names has {width}.", field=f"columns.rows[{bad}]")
