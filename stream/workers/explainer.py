@@ -2,10 +2,12 @@
 
 * **Models.** A :class:`~stream.broker.clients.TopicFollower` reads the compacted model topic from the
   beginning (outside any consumer group, so it sees every key). Per model it keeps the latest
-  snapshot of every source (``"<model>@<topic>:<p>"``), rebuilt with the registry loader, and
-  merges them on demand with :func:`stream.registry.merge_learners` (``__iadd__`` or
-  count-weighted parameter averaging). The merged model's version is the sum of the source
-  versions, so it grows whenever any source publishes.
+  snapshot of every source (``"<model>@<topic>:<p>"``) in a
+  :class:`~stream.workers.live_models.LiveModels` (the store ``prefstream serve`` uses too),
+  rebuilt with the registry loader and merged with :func:`stream.registry.merge_learners`
+  (``__iadd__`` or count-weighted parameter averaging) into one version swapped in whole. The
+  merged model's version is the sum of the source versions, so it grows whenever any source
+  publishes.
 * **The loop.** :class:`ExplainerLoop` runs on the shared consumer loop
   (:class:`stream.workers.loop.ConsumerLoop`) in its own group ``<consumer_group>-explainer``:
   it reads preference events, click sessions and explain requests in micro-batches. Corrupt
@@ -44,12 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from learners.exceptions import InvalidInputError, NotFittedError, PrefstreamError
+from learners.exceptions import InvalidInputError, NotFittedError
 from stream import registry
 from stream.contract import (
     DeadLetter,
     ItemCatalog,
-    decode_snapshot,
     explanation_record_ok,
     click_session_from_doc,
     parse_explain_request,
@@ -60,7 +61,8 @@ from stream.contract.batch import decode
 from stream.metrics import Metrics, build_metrics
 from stream.plugins.budgets import budgets_from_settings
 from stream.monitoring.monitor import Monitor
-from stream.workers._snapshot import event_hash, parse_snapshot_key, split_stream_meta
+from stream.workers._snapshot import event_hash
+from stream.workers.live_models import LiveModels
 
 __all__ = ["ExplainJob", "ExplainerCore"]
 
@@ -99,58 +101,36 @@ class ExplainerCore:
         self.background: list = []
         self.background_size = int(background_size)
         self._seen = 0
-        self.parts: dict[str, dict[str, tuple[Any, int, int]]] = {}
-        self._merged: dict[str, tuple[Any, int]] = {}
+        #: every model's latest snapshots, merged (shared with prefstream serve)
+        self.models = LiveModels(metrics=self.metrics)
         self.queue: asyncio.Queue | None = None
-        self._ignored: set = set()
         self.budgets = budgets_from_settings(settings)  # explain_exact_players, _max_coalitions, _reference_size, _target_se
         #: global importances and explanation-drift alarms (stream.monitoring.monitor)
         self.monitor = Monitor.from_settings(settings, self.metrics)
 
     # ------------------------------------------------------------------ models
+    # The model store is stream.workers.live_models.LiveModels, shared with prefstream serve: the
+    # latest snapshot per source, merged with the registry's merge rule, swapped in whole.
     def on_snapshot(self, key, value) -> None:
         """Apply one model-topic record (a tombstone deletes that source's part)."""
-        model_key, source = parse_snapshot_key(key)
-        if value is None:
-            if model_key in self.parts:
-                self.parts[model_key].pop(source or "", None)
-                self._merged.pop(model_key, None)
-            return
-        try:
-            snap = decode_snapshot(value)
-            name = snap["model_name"]
-            spec = registry.get_model(name)
-            clean, _info = split_stream_meta(snap["state"])
-            learner = spec.loader(clean)
-        except PrefstreamError as exc:
-            # once per key and reason: an unregistered model publishes a snapshot every few seconds
-            if (model_key, type(exc).__name__) not in self._ignored:
-                self._ignored.add((model_key, type(exc).__name__))
-                log.warning("ignoring model-topic records of %r: %s", model_key, exc)
-            return
-        self.parts.setdefault(name, {})[source or ""] = (learner, int(snap["training_count"]), int(snap["version"]))
-        self._merged.pop(name, None)
-        self.metrics.model_version.labels(model=name).set(self.model_version(name))
+        self.models.on_snapshot(key, value)
+
+    @property
+    def parts(self) -> dict[str, dict[str, tuple[Any, int, int]]]:
+        """``{model: {source: (learner, training_count, version)}}`` (:attr:`LiveModels.parts`)."""
+        return self.models.parts
 
     def model_version(self, name: str) -> int:
         """Sum of the source versions of ``name`` (0 if none)."""
-        return sum(v for _, _, v in self.parts.get(name, {}).values())
+        return self.models.model_version(name)
 
     def training_count(self, name: str) -> int:
         """Sum of the source training counts of ``name``."""
-        return sum(n for _, n, _ in self.parts.get(name, {}).values())
+        return self.models.training_count(name)
 
     def model(self, name: str) -> tuple[Any, int] | None:
         """``(merged learner, version)`` of ``name``, or None without any snapshot."""
-        hit = self._merged.get(name)
-        if hit is not None:
-            return hit
-        parts = self.parts.get(name)
-        if not parts:
-            return None
-        learner = registry.merge_learners(name, [(lr, n) for lr, n, _ in parts.values()])
-        hit = self._merged[name] = (learner, self.model_version(name))
-        return hit
+        return self.models.model(name)
 
     # ------------------------------------------------------------------ inputs
     def observe(self, ex) -> None:
