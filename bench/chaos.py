@@ -14,10 +14,11 @@ dir through ``deploy/kafka/start.sh``; the shared broker on 9092 is never touche
    SIGKILL a learner, start an extra learner, SIGTERM a learner (a replacement starts whenever
    none is left), stop the broker for 10–30 s and start it again, SIGKILL the explainer and
    restart it, or flip 8 bytes inside a record batch of a *closed* log segment of the input
-   topic on disk (``corrupt_batch``: a batch at or after the lower of the learner group's and the
-   explainer group's committed offsets, so that a consumer reads it, live or on its next re-read;
-   the broker serves it as it is, the consumer's CRC check meets it) — until ``--duration``
-   seconds or ``--faults`` faults;
+   topic on disk (``corrupt_batch``: the learners and the explainer are SIGSTOPped — at most 4 s,
+   well inside their 10 s session timeout — until a segment holding records produced after the stop
+   has closed, a batch there is corrupted, and they are SIGCONTed, so every consumer of the
+   partition reads it — ``batch`` None when no segment closed in time; the broker serves it as
+   it is, the consumer's CRC check meets it) — until ``--duration`` seconds or ``--faults`` faults;
 5. samples once a second the learner group's committed offsets against the produced end
    offsets: **stall** = time a partition with lag > 0 has not moved (its clock paused while the
    broker is down, started at its first commit), and each fault's **recovery**: learner and
@@ -48,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -63,7 +65,8 @@ from bench.chaos_faults import FAULT_KINDS, Fault, OwnBroker, corrupt_batch, ove
 from bench.worker_run import RUN_TOPIC_KINDS, create_run_topics, delete_topics, metrics_text  # noqa: E402
 from stream.demo.workers import Workers, free_port  # noqa: E402
 
-SEGMENT_BYTES = 1024 * 1024  # about 700 Pokémon duels: a partition's segment closes every few seconds
+SEGMENT_BYTES = 1024 * 1024  # Kafka's minimum; about 700 Pokémon duels: a segment closes every few seconds
+PAUSE_S = 4.0  # longest SIGSTOP of the consumers while a corrupt batch is prepared (session timeout: 10 s)
 
 
 def _load() -> str:
@@ -220,6 +223,11 @@ class Monitor(threading.Thread):
             if ok:
                 f.recovered_at = now
                 f.paused_s = overlap(self.down, f.t_ref, now)
+
+
+def _active_segment_bytes(data_dir: Path, topic: str, partition: int) -> int:
+    segs = sorted((Path(data_dir) / f"{topic}-{partition}").glob("*.log"))
+    return segs[-1].stat().st_size if segs else 0
 
 
 def corrupt_met(log_dir: Path) -> dict[str, int]:
@@ -390,11 +398,30 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
                 f.detail["port"] = start_explainer()
                 f.t_ref = mon.now()
             elif kind == "corrupt_batch":
-                p = rng.randrange(partitions)
-                c = min(f.detail["committed_before"][p], mon.explainer_committed[p])
-                b = corrupt_batch(broker.data, topics["preferences"], p, c, rng)
-                f.detail.update(partition=p, batch=None if b is None else (b.first, b.last),
-                                ahead=b is not None and b.first >= c)
+                # freeze every consumer (SIGSTOP, well inside the 10 s session timeout), let the
+                # producer close a segment past where they stand, corrupt a batch there, thaw them:
+                # every consumer of the partition then reads that batch
+                # the partition whose active segment is fullest closes one soonest (Kafka's minimum
+                # segment is 1 MiB); ties by the seeded generator
+                p = max(range(partitions), key=lambda q: (_active_segment_bytes(broker.data, topics["preferences"], q),
+                                                          rng.random()))
+                frozen = [workers.procs[n] for n in alive_learners() + [explainer["name"]]
+                          if workers.procs[n].poll() is None]
+                for proc in frozen:
+                    proc.send_signal(signal.SIGSTOP)
+                try:
+                    with mon.lock:
+                        start = mon.end[p] + 50  # + records appended but not yet acknowledged
+                    # at most 4 s: a pause near the session timeout is a fault of its own (a member whose
+                    # session expired while frozen comes back as a zombie: see bench/results/chaos.md)
+                    b, give_up = None, time.monotonic() + PAUSE_S
+                    while b is None and time.monotonic() < give_up:
+                        time.sleep(0.25)
+                        b = corrupt_batch(broker.data, topics["preferences"], p, start, rng, fallback=False)
+                finally:
+                    for proc in frozen:
+                        proc.send_signal(signal.SIGCONT)
+                f.detail.update(partition=p, batch=None if b is None else (b.first, b.last), ahead=b is not None)
                 f.t_ref = mon.now()
             with mon.lock:
                 mon.faults.append(f)

@@ -123,13 +123,15 @@ def segment_batches(path: Path) -> list[Batch]:
     return out
 
 
-def corrupt_batch(data_dir: Path, topic: str, partition: int, min_offset: int, rng: random.Random) -> Batch | None:
+def corrupt_batch(data_dir: Path, topic: str, partition: int, min_offset: int, rng: random.Random,
+                  fallback: bool = True) -> Batch | None:
     """Flip 8 bytes inside the records of one batch of a *closed* segment of ``topic-partition``.
 
     The broker serves closed segments as they are on disk (zero-copy): the consumer's CRC check
-    is the first to see it. The batch is the first one at or after ``min_offset`` (ahead of the
-    consumer group, so that it will be delivered); if every closed batch lies below it, the last
-    closed one (delivered only to a consumer that re-reads). None when no segment is closed yet.
+    is the first to see it. The batch is one of the first three at or after ``min_offset`` (ahead
+    of the consumers, so that it will be delivered); if every closed batch lies below it, the last
+    closed one (delivered only to a consumer that re-reads) unless ``fallback`` is False. None
+    when there is no such batch.
     """
     d = Path(data_dir) / f"{topic}-{partition}"
     segs = sorted(d.glob("*.log"))
@@ -138,6 +140,8 @@ def corrupt_batch(data_dir: Path, topic: str, partition: int, min_offset: int, r
     if not batches:
         return None
     ahead = [b for b in batches if b.first >= min_offset]
+    if not ahead and not fallback:
+        return None
     b = ahead[min(len(ahead) - 1, rng.randrange(3))] if ahead else batches[-1]
     records_start, end = b.pos + 61, b.pos + 12 + b.length
     at = records_start + rng.randrange(0, max(1, end - records_start - 8))

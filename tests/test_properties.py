@@ -20,9 +20,8 @@ import json
 import math
 
 import numpy as np
-import pytest
 
-from tests.conftest import require_module  # noqa: E402
+from tests.conftest import require_module
 
 hypothesis = require_module("hypothesis")
 from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st  # noqa: E402

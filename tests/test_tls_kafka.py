@@ -3,9 +3,9 @@
 The module fixture makes a CA and a broker certificate at test time (``deploy/kafka/tls.sh``,
 Java's keytool), starts a SECOND local broker (its own ports, data dir and pid file, never the
 shared one on 9092) with the listener overlay, and stops it at the end. Over it run, as a user
-would: ``prefstream topics create`` (kafka-python admin), ``prefstream replay`` (kafka-python
-producer), a learner worker (aiokafka consumer + producer), an explainer worker (Faust/aiokafka)
-and ``prefstream tail`` (kafka-python consumer); each process gets its own client profile
+would: ``prefstream topics create`` (kafka-python admin), ``prefstream replay`` (confluent-kafka
+producer), a learner worker (aiokafka consumer + producer), an explainer worker (aiokafka),
+``prefstream tail`` (kafka-python consumer) and ``prefstream serve`` (aiokafka followers); each process gets its own client profile
 (SSL, SASL_SSL with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), so every client library meets both
 protocols. Oracles: exact counts (every replayed event learned once, one explanation per
 sampled event, keyed by its event id) and, for a wrong CA or SASL password, exactly one
@@ -26,6 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
@@ -230,6 +231,25 @@ def test_topics_replay_learner_explainer_and_tail_over_ssl_and_sasl_ssl(tls_brok
         assert abs(r["base_value"] + sum(r["values"]) - r["prediction"]) < 1e-9
     assert learned() == n  # exactly once: nothing learned twice while the others ran
     assert metric_value(scrape(eport), "prefstream_explanations_total", method="linear-shapley") == n
+
+    # prefstream serve follows the model and item topics over SASL_SSL (aiokafka) and answers
+    sport = free_port()
+    processes.start("serve", b.env("sasl-plain", **common), "serve", "--port", str(sport))
+    url = f"http://127.0.0.1:{sport}"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(url + "/readyz", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    processes.wait(ready, 120, "prefstream serve ready over SASL_SSL")
+    doc = json.loads(events[0][1])
+    body = {"model": "linear-bt", "left": doc["left"], "right": doc["right"]}
+    p = httpx.post(url + "/v1/compare", json=body, timeout=10).json()["probability"]
+    q = httpx.post(url + "/v1/compare", json={**body, "left": doc["right"], "right": doc["left"]},
+                   timeout=10).json()["probability"]
+    assert 0.0 < p < 1.0 and abs(p + q - 1.0) < 1e-9  # a real model, skew-symmetric
 
 
 # ------------------------------------------------------------------------------ clear failures

@@ -250,7 +250,8 @@ def test_round_trip_learner_to_explainer_with_additivity_and_metrics(stack):
     stack.send("preferences", events[250:])
     stack.wait(lambda: stack.totals()[0] == 300 or None, 60, "300 learned events")
 
-    # every sampled event is either explained or skipped: wait until all 300 are accounted for
+    # every sampled event is explained or skipped — at least once: the Faust explainer is at-least-once
+    # across its start-up rebalances, so 300 is a lower bound (bench/chaos.py counts its duplicates)
     def explainer_counts():
         try:
             text = scrape(eport)
@@ -258,14 +259,14 @@ def test_round_trip_learner_to_explainer_with_additivity_and_metrics(stack):
             return None
         done = metric_value(text, "prefstream_explanations_total", method="linear-shapley")
         skipped = metric_value(text, "prefstream_explanations_skipped_total")
-        return (done, skipped) if done + skipped == 300 else None
+        return (done, skipped) if done + skipped >= 300 else None
 
     explained, _ = stack.wait(explainer_counts, 90, "300 sampled events explained or skipped")
     # sampled events get explained; every record is additive and explains x_left − x_right
     sent = {eid: json.loads(v) for eid, v in events}
     recs = stack.wait(lambda: (lambda got: got if len(got) >= explained else None)(
         [json.loads(v) for _, v in stack.read("explanations")]), 60, f"{explained:g} explanation records")
-    assert len(recs) == explained and len({r["request_id"] for r in recs}) == len(recs)
+    assert len(recs) == explained  # exact: the counter counts delivered records
     assert {r["method"] for r in recs} == {"linear-shapley"}
     for r in recs:
         assert r["model_name"] == "linear-bt" and r["model_version"] >= 1
@@ -315,10 +316,13 @@ def test_round_trip_learner_to_explainer_with_additivity_and_metrics(stack):
     # every assigned partition (restored at assignment) reports its lag: 3 preference + 3 click partitions
     lag_lines = [ln for ln in ltext.splitlines() if ln.startswith("prefstream_consumer_lag{")]
     assert len(lag_lines) == 6 and all(float(ln.rsplit(" ", 1)[1]) == 0.0 for ln in lag_lines)
-    # exact: every sampled event explained or skipped for want of a model, plus the one request
-    assert metric_value(etext, "prefstream_explanations_total", method="linear-shapley") == len(recs) + 1
-    assert metric_value(etext, "prefstream_explanations_skipped_total", reason="no_model") + len(recs) == 300
-    assert metric_value(etext, "prefstream_explanations_skipped_total") == 300 - len(recs)
+    # exact: one delivered record per count, the request's answer included; every event accounted for
+    final = [json.loads(v) for _, v in stack.read("explanations")]
+    assert metric_value(etext, "prefstream_explanations_total", method="linear-shapley") == len(final)
+    assert [r["request_id"] for r in final].count("req-1") == 1
+    assert metric_value(etext, "prefstream_explanations_skipped_total", reason="error") == 0
+    explained_ids = {r["request_id"] for r in final} - {"req-1"}
+    assert metric_value(etext, "prefstream_explanations_skipped_total", reason="no_model") + len(explained_ids) >= 300
 
 
 # --------------------------------------------------------------------------- dead letters
