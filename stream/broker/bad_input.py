@@ -14,7 +14,7 @@ import re
 import struct
 from typing import Any, Callable
 
-__all__ = ["INPUT_ERROR_REASONS", "bad_input_reason", "getmany_skipping_bad_input", "named_partition"]
+__all__ = ["INPUT_ERROR_REASONS", "bad_input_reason", "fetch_positions", "getmany_skipping_bad_input", "named_partition"]
 
 #: the ``reason`` label values of ``prefstream_input_errors_total`` (:func:`bad_input_reason`)
 INPUT_ERROR_REASONS = ("corrupt", "codec", "undecodable")
@@ -44,6 +44,29 @@ def named_partition(exc: BaseException):
     return TopicPartition(m.group(1), int(m.group(2))) if m else None
 
 
+def fetch_positions(consumer) -> dict:
+    """The fetch position of every assigned partition that has one, read without waiting.
+
+    Reads aiokafka's subscription state (``SubscriptionState.subscription.assignment``, the state
+    ``AIOKafkaConsumer.position`` reads too) because ``position`` is a coroutine that waits for a
+    position being reset; a partition without a valid position is left out.
+
+    Returns
+    -------
+    dict of TopicPartition to int
+    """
+    sub = getattr(getattr(consumer, "_subscription", None), "subscription", None)
+    assignment = getattr(sub, "assignment", None)
+    if assignment is None:
+        return {}
+    out = {}
+    for tp in assignment.tps:
+        state = assignment.state_value(tp)
+        if state is not None and state.has_valid_position:
+            out[tp] = state.position
+    return out
+
+
 async def getmany_skipping_bad_input(consumer, on_error: Callable[[Any, int, str, BaseException], None], *,
                                      timeout_ms: int, max_records: int | None = None) -> dict:
     """``consumer.getmany`` that passes over corrupt or undecodable records instead of raising.
@@ -68,14 +91,23 @@ async def getmany_skipping_bad_input(consumer, on_error: Callable[[Any, int, str
 
     Notes
     -----
-    When aiokafka's record iterator fails on a batch, the records it yielded before it in that
-    call are lost with the exception, but the position has not moved (aiokafka then discards the
-    partly read buffer, whose next offset no longer matches the position, and fetches again). So
+    aiokafka drains the partitions of one ``getmany`` one after another, moving each one's
+    position past what it drained (``Fetcher.fetched_records``); when the record iterator then
+    fails on a bad batch of a later partition, the records drained so far are lost with the
+    exception while their partitions' positions have moved past them. Every partition whose
+    position moved in the failed call is therefore sought back to where it was before the call
+    (:func:`fetch_positions`), and its records are fetched again — without this, a corrupt batch
+    on one partition silently dropped records of the others (the chaos benchmark's loss).
+
+    On the bad partition itself, the records the iterator yielded before the bad batch are lost
+    with the exception too, but its position has not moved (aiokafka then discards the partly
+    read buffer, whose next offset no longer matches the position, and fetches again). So
     the suspect partition is read one record at a time: the records before the bad batch come back
     normally, and when the error repeats with nothing returned the position is exactly the first
     bad offset, which is skipped (``seek(offset + 1)``). A bad batch of k records is passed in k
     fetches (the broker serves the whole batch for any offset inside it).
     """
+    before = fetch_positions(consumer)
     try:
         return await consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
     except Exception as exc:  # noqa: BLE001 - sorted below: only bad input is skipped
@@ -83,6 +115,15 @@ async def getmany_skipping_bad_input(consumer, on_error: Callable[[Any, int, str
         if reason is None:
             raise
         first = exc
+    # the records drained from other partitions before the bad batch went down with the exception,
+    # but their positions moved past them: put those partitions back, to be fetched again
+    after = fetch_positions(consumer)
+    for tp, pos in before.items():
+        if after.get(tp, pos) != pos:
+            try:
+                consumer.seek(tp, pos)
+            except Exception:  # noqa: BLE001 - no longer assigned: its new owner reads it from the commit
+                pass
     named = named_partition(first)
     suspects = [named] if named is not None else sorted(consumer.assignment())
     out: dict = {}
