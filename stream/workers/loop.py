@@ -23,8 +23,10 @@ partitions are assigned or revoked (:meth:`~ConsumerLoop.assigned`,
 4. **Corrupt or undecodable input** — a CRC error (aiokafka raises ``CorruptRecordException``
    from ``getmany`` for ever on the same batch, aiokafka#321), a codec the client cannot
    decompress — is logged, counted in ``prefstream_input_errors_total{topic,reason}`` and
-   skipped by offset (:meth:`~ConsumerLoop.skip_bad_input`): the good records before it are
-   kept, the bad offsets are passed one by one. It is never fatal.
+   skipped by offset (:func:`~stream.broker.bad_input.getmany_skipping_bad_input`): the good
+   records before it are kept, the bad offsets are passed one by one, and the other partitions
+   whose records the failed ``getmany`` drained (and lost with the exception) are sought back
+   and read again. It is never fatal.
 5. **Commit after delivery** (:meth:`~ConsumerLoop.commit`): auto-commit is off; a worker
    commits a partition only once what covers the offset has been delivered.
 6. **Pause/resume** of partitions (:meth:`~ConsumerLoop.pause`), re-applied after a rebalance.
