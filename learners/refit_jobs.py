@@ -27,13 +27,39 @@ def fit_job(job: dict):
 
 def refit_process_init(niceness: int = 10) -> None:
     """Initializer of a refit worker process: lower its CPU priority (POSIX ``nice``) so that, on a
-    busy machine, the learner's own process wins the core when both want it."""
+    busy machine, the learner's own process wins the core when both want it, and (Linux) end with
+    the learner: a SIGKILLed learner must not leave its refit running as an orphan."""
     import os
 
     try:
         os.nice(int(niceness))
     except (AttributeError, OSError):  # not POSIX, or not permitted: run at normal priority
         pass
+    die_with_parent()
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux ``PR_SET_PDEATHSIG``).
+
+    A process pool's workers outlive a parent killed with SIGKILL (nothing runs in the parent to
+    stop them), and a refit can run for minutes holding a GiB. Elsewhere this does nothing.
+    """
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the call: nobody is left to signal us
+        os._exit(0)
 
 
 def fit_window(job: dict) -> dict:

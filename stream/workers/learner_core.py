@@ -55,6 +55,7 @@ from stream.workers._snapshot import (
     split_stream_meta,
 )
 from stream.workers.gauges import push_learner_gauges
+from stream.workers.refits import RefitScheduling
 from stream.workers.sources import ModelSlot, SourceState
 
 __all__ = ["DEFAULT_DEDUPE_WINDOW", "LearnerCore", "ModelSlot", "SourceState", "observe_n"]
@@ -88,7 +89,7 @@ def observe_n(hist, value: float, n: int) -> None:
             break
 
 
-class LearnerCore:
+class LearnerCore(RefitScheduling):
     """The learner worker's state machine, independent of Faust and of the broker.
 
     Parameters
@@ -454,77 +455,6 @@ class LearnerCore:
         ll.update(y, p)
         auc.update(y, p)
         self.monitor.observe_loss(name, y, p)
-
-    # ------------------------------------------------------------------ refits
-    def _maybe_refit(self, st: SourceState, name: str, slot: ModelSlot) -> None:
-        wants = getattr(slot.learner, "wants_refit", None)
-        if wants is None or slot.refit_running or not wants():
-            return
-        slot.refit_running = True
-        t0 = time.perf_counter()
-        if self.loop is None:
-            try:
-                res = slot.learner.refit()
-            except Exception as exc:  # noqa: BLE001 - a failed refit must not stop learning
-                self._refit_failed(name, exc, slot)
-            else:
-                self._refit_done(st, name, slot, t0, res)
-            return
-        learner = slot.learner
-        if self.refit_pool is not None and hasattr(learner, "refit_begin"):
-            # fit in another process (the GIL stays with learning); begin/finish in this thread
-            job = learner.refit_begin()
-            try:
-                fut = self.loop.run_in_executor(self.refit_pool, learner.refit_function, job)
-            except Exception as exc:  # noqa: BLE001 - e.g. a broken pool: learning goes on
-                learner.refit_abort()
-                self._refit_failed(name, exc, slot)
-                return
-
-            def finished(f):
-                if f.cancelled() or f.exception() is not None:
-                    learner.refit_abort()
-                    self._refit_failed(name, f.exception() if not f.cancelled() else "cancelled", slot)
-                    return
-                try:
-                    res = learner.refit_finish(job, f.result())
-                except Exception as exc:  # noqa: BLE001
-                    self._refit_failed(name, exc, slot)
-                else:
-                    self._refit_done(st, name, slot, t0, res)
-
-            fut.add_done_callback(finished)
-            return
-        fut = self.loop.run_in_executor(self.executor, slot.learner.refit)
-
-        def done(f):
-            if f.cancelled():
-                slot.refit_running = False
-            elif f.exception() is not None:
-                self._refit_failed(name, f.exception(), slot)
-            else:
-                self._refit_done(st, name, slot, t0, f.result())
-
-        fut.add_done_callback(done)
-
-    def _refit_failed(self, name, exc, slot) -> None:
-        slot.refit_running = False
-        self.metrics.refit_failures.labels(model=name).inc()
-        log.error("refit of %s failed: %r", name, exc)
-
-    def _refit_done(self, st, name, slot, t0, res) -> None:
-        slot.refit_running = False
-        if slot.guard is not None:
-            slot.guard.mark(slot.learner)  # the refitted model is the state to fall back on
-        res = res if isinstance(res, dict) else {}
-        m = self.metrics
-        m.refit_duration.labels(model=name).observe(float(res.get("duration_s", time.perf_counter() - t0)))
-        if res.get("n_train") is not None:
-            m.refit_training_size.labels(model=name).set(float(res["n_train"]))
-        if res.get("val_auc") is not None:
-            m.refit_validation_auc.labels(model=name).set(float(res["val_auc"]))
-        if self.sources.get(st.source) is st:
-            st.force = True  # publish the refitted model with the next snapshot round
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_due(self, st: SourceState, now: float | None = None) -> bool:

@@ -1,17 +1,27 @@
-"""Where a learner's refits run: a thread and, by default, a low-priority spawned process.
+"""When and where a learner's refits run: a thread and, by default, a low-priority spawned process.
 
 ``refit_executor = "PROCESS"`` (default): learners with the split refit protocol (the GPM:
 ``refit_begin`` / ``refit_function`` / ``refit_finish``) fit in a spawned process started with
 :func:`learners.refit.refit_process_init`, so a refit never holds the GIL that learning needs;
 ``"THREAD"``: in a thread. :class:`stream.workers.learner_core.LearnerCore` takes both
-(``executor``, ``refit_pool``) with the event loop whose callbacks install the fitted models.
+(``executor``, ``refit_pool``) with the event loop whose callbacks install the fitted models;
+:class:`RefitScheduling` is the part of it that starts a refit when a learner asks for one and
+installs (or counts the failure of) its result.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
-__all__ = ["refit_executors", "shutdown_executors"]
+if TYPE_CHECKING:  # annotations only
+    from stream.workers.sources import ModelSlot, SourceState
+
+__all__ = ["RefitScheduling", "refit_executors", "shutdown_executors"]
+
+log = logging.getLogger("stream.workers.learner_core")  # the learner core's log, as before the split
 
 
 def refit_executors(settings) -> tuple[Executor, Executor | None]:
@@ -33,3 +43,82 @@ def shutdown_executors(*executors: Executor | None) -> None:
     for ex in executors:
         if ex is not None:
             ex.shutdown(wait=False, cancel_futures=True)
+
+
+class RefitScheduling:
+    """The learner core's refits: started when a learner's ``wants_refit()`` says so, fitted in
+    the core's ``refit_pool`` (split protocol) or ``executor``, or inline without an event loop,
+    and installed by callbacks in the event loop (a mixin of
+    :class:`~stream.workers.learner_core.LearnerCore`: uses its ``loop``, ``executor``,
+    ``refit_pool``, ``metrics`` and ``sources``)."""
+
+    def _maybe_refit(self, st: SourceState, name: str, slot: ModelSlot) -> None:
+        wants = getattr(slot.learner, "wants_refit", None)
+        if wants is None or slot.refit_running or not wants():
+            return
+        slot.refit_running = True
+        t0 = time.perf_counter()
+        if self.loop is None:
+            try:
+                res = slot.learner.refit()
+            except Exception as exc:  # noqa: BLE001 - a failed refit must not stop learning
+                self._refit_failed(name, exc, slot)
+            else:
+                self._refit_done(st, name, slot, t0, res)
+            return
+        learner = slot.learner
+        if self.refit_pool is not None and hasattr(learner, "refit_begin"):
+            # fit in another process (the GIL stays with learning); begin/finish in this thread
+            job = learner.refit_begin()
+            try:
+                fut = self.loop.run_in_executor(self.refit_pool, learner.refit_function, job)
+            except Exception as exc:  # noqa: BLE001 - e.g. a broken pool: learning goes on
+                learner.refit_abort()
+                self._refit_failed(name, exc, slot)
+                return
+
+            def finished(f):
+                if f.cancelled() or f.exception() is not None:
+                    learner.refit_abort()
+                    self._refit_failed(name, f.exception() if not f.cancelled() else "cancelled", slot)
+                    return
+                try:
+                    res = learner.refit_finish(job, f.result())
+                except Exception as exc:  # noqa: BLE001
+                    self._refit_failed(name, exc, slot)
+                else:
+                    self._refit_done(st, name, slot, t0, res)
+
+            fut.add_done_callback(finished)
+            return
+        fut = self.loop.run_in_executor(self.executor, slot.learner.refit)
+
+        def done(f):
+            if f.cancelled():
+                slot.refit_running = False
+            elif f.exception() is not None:
+                self._refit_failed(name, f.exception(), slot)
+            else:
+                self._refit_done(st, name, slot, t0, f.result())
+
+        fut.add_done_callback(done)
+
+    def _refit_failed(self, name, exc, slot) -> None:
+        slot.refit_running = False
+        self.metrics.refit_failures.labels(model=name).inc()
+        log.error("refit of %s failed: %r", name, exc)
+
+    def _refit_done(self, st, name, slot, t0, res) -> None:
+        slot.refit_running = False
+        if slot.guard is not None:
+            slot.guard.mark(slot.learner)  # the refitted model is the state to fall back on
+        res = res if isinstance(res, dict) else {}
+        m = self.metrics
+        m.refit_duration.labels(model=name).observe(float(res.get("duration_s", time.perf_counter() - t0)))
+        if res.get("n_train") is not None:
+            m.refit_training_size.labels(model=name).set(float(res["n_train"]))
+        if res.get("val_auc") is not None:
+            m.refit_validation_auc.labels(model=name).set(float(res["val_auc"]))
+        if self.sources.get(st.source) is st:
+            st.force = True  # publish the refitted model with the next snapshot round
+
