@@ -60,7 +60,7 @@ def fetch_positions(consumer) -> dict:
     if assignment is None:
         return {}
     out = {}
-    for tp in assignment.tps:
+    for tp in sorted(assignment.tps):  # a fixed order (a frozenset's follows the string hash seed)
         state = assignment.state_value(tp)
         if state is not None and state.has_valid_position:
             out[tp] = state.position
