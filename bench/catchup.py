@@ -49,7 +49,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.stream_throughput import _histogram_quantile  # noqa: E402
-from bench.worker_run import create_run_topics, delete_topics, metrics_text, stop_worker  # noqa: E402
+from bench.worker_run import create_run_topics, delete_topics, latest_snapshots, metrics_text, stop_worker  # noqa: E402
 from stream.demo.workers import free_port  # noqa: E402
 
 MODELS = ["capacity", "gpm", "linear-bt"]
@@ -336,17 +336,7 @@ def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int
     # the start is relearned by its new owner and counted by both), so wait for the snapshots
     # to cover N (or stop changing) before stopping the workers
     def final_snapshots() -> dict:
-        from kafka import KafkaConsumer, TopicPartition
-
-        c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=1500,
-                          max_partition_fetch_bytes=32 << 20, bootstrap_servers=boot)
-        tp = TopicPartition(topics["models"], 0)
-        c.assign([tp])
-        c.seek_to_beginning(tp)
-        latest = {}
-        for m in c:
-            latest[m.key] = m.value
-        c.close()
+        latest = latest_snapshots({"bootstrap_servers": boot}, topics["models"])
         per = {}
         for k, v in latest.items():
             if v is None:

@@ -41,7 +41,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench.worker_run import create_run_topics, delete_topics, metrics_text, stop_worker  # noqa: E402
+from bench.worker_run import create_run_topics, delete_topics, latest_snapshots, metrics_text, stop_worker  # noqa: E402
 from stream.demo.workers import free_port as _free_port  # noqa: E402
 
 
@@ -216,15 +216,7 @@ def main(argv=None) -> int:
                    if line.startswith("prefstream_events_learned_total{"))
 
     def snapshots():
-        c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=800,
-                          max_partition_fetch_bytes=16 * 1024 * 1024, **opts)
-        tp = TopicPartition(topics["models"], 0)
-        c.assign([tp])
-        c.seek_to_beginning(tp)
-        latest = {}
-        for m in c:
-            latest[m.key] = m.value
-        c.close()
+        latest = latest_snapshots(opts, topics["models"], timeout_ms=800)
         return {k: decode_snapshot(v) for k, v in latest.items() if v is not None}
 
     try:

@@ -70,3 +70,21 @@ def metrics_text(port: int, timeout: float = 2.0) -> str:
             return resp.read().decode()
     except OSError:
         return ""
+
+
+def latest_snapshots(opts: dict, topic: str, timeout_ms: int = 1500) -> dict:
+    """``{key: value}`` of the model topic's latest record per key (partition 0, read to its end;
+    tombstones kept as None), with kafka-python client options ``opts``."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=timeout_ms,
+                      max_partition_fetch_bytes=32 << 20, **opts)
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    latest = {}
+    for m in c:
+        latest[m.key] = m.value
+    c.close()
+    return latest
+
