@@ -216,18 +216,14 @@ class _BadCRC:
         return getattr(self._batch, name)
 
 
-def test_a_corrupt_batch_is_counted_and_skipped_by_offset_and_the_records_around_it_are_kept(
-        kafka_bootstrap, kafka_options, unique_topic, monkeypatch):
-    """aiokafka raises CorruptRecordException from getmany on the same batch for ever (aiokafka#321):
-    the loop keeps every record before and after it, skips exactly its offsets and counts them."""
-    import os
-    import uuid
+def _topic_with_a_corrupt_batch(kafka_options, unique_topic, monkeypatch) -> tuple[str, dict]:
+    """40 records in 4 batches on partition 0; aiokafka sees the batch holding offset 15 as corrupt.
 
+    Returns the topic and a dict whose ``"range"`` becomes ``(base offset, next offset)`` of that
+    batch once it was fetched.
+    """
     from aiokafka.consumer import fetcher
     from kafka import KafkaProducer
-
-    from stream.metrics import build_metrics
-    from stream.workers.loop import ConsumerLoop
 
     topic = unique_topic("crc")
     producer = KafkaProducer(linger_ms=20, **kafka_options)
@@ -258,7 +254,27 @@ def test_a_corrupt_batch_is_counted_and_skipped_by_offset_and_the_records_around
         orig_init(self, tp, Records(records), *a, **kw)
 
     monkeypatch.setattr(fetcher.PartitionRecords, "__init__", init)
+    return topic, bad
 
+
+def _assert_skipped_exactly_the_corrupt_batch(got: list[int], bad: dict, metrics, topic: str) -> None:
+    lo, hi = bad["range"]
+    assert 0 < lo <= 15 < hi <= 40
+    assert got == [o for o in range(40) if not lo <= o < hi]  # in order, nothing twice, nothing else lost
+    assert metrics.input_errors.labels(topic=topic, reason="corrupt")._value.get() == hi - lo
+
+
+def test_a_corrupt_batch_is_counted_and_skipped_by_offset_and_the_records_around_it_are_kept(
+        kafka_bootstrap, kafka_options, unique_topic, monkeypatch):
+    """aiokafka raises CorruptRecordException from getmany on the same batch for ever (aiokafka#321):
+    the loop keeps every record before and after it, skips exactly its offsets and counts them."""
+    import os
+    import uuid
+
+    from stream.metrics import build_metrics
+    from stream.workers.loop import ConsumerLoop
+
+    topic, bad = _topic_with_a_corrupt_batch(kafka_options, unique_topic, monkeypatch)
     s = Settings.load(None, {"bootstrap_servers": kafka_bootstrap, "batch_max_events": 50, "batch_max_ms": 20},
                       environ=dict(os.environ))
     metrics = build_metrics()
@@ -281,10 +297,48 @@ def test_a_corrupt_batch_is_counted_and_skipped_by_offset_and_the_records_around
 
     loop = Collect(s, metrics)
     assert asyncio.run(asyncio.wait_for(loop.run(), 60)) == 0
-    lo, hi = bad["range"]
-    assert 0 < lo <= 15 < hi <= 40
-    assert got == [o for o in range(40) if not lo <= o < hi]  # in order, nothing twice, nothing else lost
-    assert metrics.input_errors.labels(topic=topic, reason="corrupt")._value.get() == hi - lo
+    _assert_skipped_exactly_the_corrupt_batch(got, bad, metrics, topic)
+
+
+def test_a_group_less_follower_skips_a_corrupt_batch_the_same_way(
+        kafka_bootstrap, kafka_options, unique_topic, monkeypatch):
+    """The followers of the item and model topics (learner, explainer, ``prefstream serve``) read on
+    the same micro-batch loop: the same corrupt batch is skipped by offset and counted, the records
+    around it reach ``on_message`` in order, ``caught_up`` is set, and a handler error on one record
+    does not stop the others."""
+    import os
+
+    from stream.metrics import build_metrics
+    from stream.workers.follower import TopicFollower
+
+    topic, bad = _topic_with_a_corrupt_batch(kafka_options, unique_topic, monkeypatch)
+    s = Settings.load(None, {"bootstrap_servers": kafka_bootstrap, "batch_max_events": 50, "batch_max_ms": 20},
+                      environ=dict(os.environ))
+    metrics = build_metrics()
+    got: list[int] = []
+
+    def on_message(key, value, partition, offset):
+        assert (key, value, partition) == (f"k{offset}".encode(), f"v{offset}".encode(), 0)
+        got.append(offset)
+        if offset == 3:
+            raise ValueError("a handler error on one record")
+
+    follower = TopicFollower(s, topic, on_message, name="test", metrics=metrics)
+
+    async def main():
+        task = asyncio.ensure_future(follower.run())
+        try:
+            while not ("range" in bad and len(got) >= 40 - (bad["range"][1] - bad["range"][0])):
+                assert not task.done(), task
+                await asyncio.sleep(0.02)
+            await asyncio.wait_for(follower.caught_up.wait(), 10)
+        finally:
+            follower.stop.set()
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    assert follower.start_ends == {0: 40}
+    _assert_skipped_exactly_the_corrupt_batch(got, bad, metrics, topic)
 
 
 # ------------------------------------------------------------------ lag and stall gauges

@@ -4,7 +4,7 @@ aiokafka raises from ``getmany`` when a record batch fails its CRC check
 (``CorruptRecordException``), and raises it again on every later call for the same batch
 (aiokafka#321): a consumer that lets it through stops for good. Every prefstream reader —
 the workers' consumer loop (:mod:`stream.workers.loop`) and the group-less followers
-(:class:`stream.broker.clients.TopicFollower`) — fetches through :func:`getmany_skipping_bad_input`, which
+(:class:`stream.workers.follower.TopicFollower`) — fetches through :func:`getmany_skipping_bad_input`, which
 keeps the good records around a bad batch and passes the bad offsets one by one.
 """
 

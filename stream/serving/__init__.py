@@ -1,7 +1,7 @@
 """``prefstream serve``: an HTTP API that ranks, compares and explains with the live models.
 
 The server follows the compacted model topic and the item catalog like the explainer does
-(:class:`stream.workers.live_models.LiveModels`, :class:`stream.broker.clients.TopicFollower`), swaps each
+(:class:`stream.workers.live_models.LiveModels`, :class:`stream.workers.follower.TopicFollower`), swaps each
 merged model version in atomically, and answers on FastAPI / uvicorn (uvloop, httptools, orjson):
 
 =====================  =====================================================================

@@ -1,7 +1,7 @@
 """What the endpoints call: the live models, the catalog, and rank / compare / explain on them.
 
 :class:`ServeState` is the whole state of one server process: a
-:class:`~stream.workers.live_models.LiveModels` fed by a :class:`~stream.broker.clients.TopicFollower` on
+:class:`~stream.workers.live_models.LiveModels` fed by a :class:`~stream.workers.follower.TopicFollower` on
 the model topic, a :class:`~stream.serving.catalog.CatalogMatrix` fed by another on the item
 topic (both outside any consumer group: a server holds nothing else, so any number of them can
 run behind a load balancer), the metrics and the explanation thread pool. Each operation takes
@@ -75,7 +75,7 @@ class ServeState:
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Start following the model and item topics (from the beginning, no consumer group)."""
-        from stream.broker.clients import TopicFollower
+        from stream.workers.follower import TopicFollower
 
         s = self.settings
         # snapshots are decoded, loaded (torch imported on the first GPM) and merged in one thread, in
@@ -88,7 +88,7 @@ class ServeState:
 
     async def stop(self) -> None:
         for f in self.followers:
-            f.stop()
+            f.stop.set()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

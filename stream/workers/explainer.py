@@ -1,6 +1,6 @@
 """The explainer worker: keep the latest model snapshots, explain sampled events and requests.
 
-* **Models.** A :class:`~stream.broker.clients.TopicFollower` reads the compacted model topic from the
+* **Models.** A :class:`~stream.workers.follower.TopicFollower` reads the compacted model topic from the
   beginning (outside any consumer group, so it sees every key). Per model it keeps the latest
   snapshot of every source (``"<model>@<topic>:<p>"``) in a
   :class:`~stream.workers.live_models.LiveModels` (the store ``prefstream serve`` uses too),

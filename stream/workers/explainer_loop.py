@@ -95,7 +95,7 @@ class ExplainerLoop(ConsumerLoop):
         await self.read_back_explanations()
 
     async def starting(self) -> None:
-        from stream.broker.clients import TopicFollower
+        from stream.workers.follower import TopicFollower
         from stream.outputs.publish import ProducerTopic
 
         s, core = self.settings, self.core
@@ -118,7 +118,7 @@ class ExplainerLoop(ConsumerLoop):
             self._drain.cancel()
         for f in (self.models, self.items):
             if f is not None:
-                f.stop()
+                f.stop.set()
         for t in self._followers:
             t.cancel()
 
@@ -215,7 +215,7 @@ class ExplainerLoop(ConsumerLoop):
         """Remember the explanations delivered in the last ``explain_dedupe_seconds`` (any process)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        from stream.broker.clients import _partitions, aiokafka_options
+        from stream.broker.clients import aiokafka_options, wait_for_partitions
 
         s = self.settings
         if s.explain_dedupe_seconds <= 0:
@@ -224,7 +224,7 @@ class ExplainerLoop(ConsumerLoop):
         n = 0
         try:
             await consumer.start()
-            parts = await _partitions(consumer, s.topic_explanations, timeout=10)
+            parts = await wait_for_partitions(consumer, s.topic_explanations, timeout=10)
             tps = [TopicPartition(s.topic_explanations, p) for p in parts]
             consumer.assign(tps)
             since = int((time.time() - float(s.explain_dedupe_seconds)) * 1000)

@@ -53,7 +53,7 @@ class LearnerLoop(ConsumerLoop):
         super().__init__(core.settings, core.metrics)
         self.core = core
         self.snapshots: dict | None = None
-        self.items = None  # stream.broker.clients.TopicFollower of the item topic, made in starting()
+        self.items = None  # stream.workers.follower.TopicFollower of the item topic, made in starting()
         self._items_task = None
 
     def topics(self) -> list[str]:
@@ -188,7 +188,7 @@ class LearnerLoop(ConsumerLoop):
                 log.exception("publishing a drift record of %s failed", rec["model"])
 
     async def starting(self) -> None:
-        from stream.broker.clients import TopicFollower
+        from stream.workers.follower import TopicFollower
 
         s, core = self.settings, self.core
         core.loop = asyncio.get_running_loop()
@@ -207,7 +207,7 @@ class LearnerLoop(ConsumerLoop):
 
     async def closing(self) -> None:
         if self.items is not None:
-            self.items.stop()
+            self.items.stop.set()
             self._items_task.cancel()
 
 

@@ -1,7 +1,7 @@
 """The live models: the latest snapshot of every source, merged, swapped in as one immutable version.
 
 The explainer worker and ``prefstream serve`` both follow the compacted model topic (outside any
-consumer group, with :class:`stream.broker.clients.TopicFollower`) and need the same thing from it: per
+consumer group, with :class:`stream.workers.follower.TopicFollower`) and need the same thing from it: per
 model, the latest snapshot of every source (``"<model>@<topic>:<p>"``, written by the learner
 workers), rebuilt with the registry loader and merged with :func:`stream.registry.merge_learners`.
 :class:`LiveModels` is that store, written once.

@@ -36,8 +36,10 @@ partitions are assigned or revoked (:meth:`~ConsumerLoop.assigned`,
    moved or the lag was last 0, while the lag is > 0 (0 when caught up); the series of partitions no longer owned are
    removed.
 
-The group-less followers of compacted topics (:class:`stream.broker.clients.TopicFollower`) share the
-corrupt-input path (:func:`stream.broker.bad_input.getmany_skipping_bad_input`).
+Points 1 and 4 — the micro-batch and the corrupt-input path — live in :class:`MicroBatchLoop`, which
+the group-less followers of compacted topics (:class:`stream.workers.follower.TopicFollower`: the
+item catalog every worker needs, the model topic the explainer and ``prefstream serve`` read) share
+with :class:`ConsumerLoop`: each of them only supplies what it does with a batch.
 """
 
 from __future__ import annotations
@@ -47,16 +49,96 @@ import logging
 import signal
 import sys
 import time
-from typing import Awaitable
+from typing import Awaitable, Callable
 
 from learners.exceptions import SnapshotError
 from stream.broker.bad_input import INPUT_ERROR_REASONS, getmany_skipping_bad_input
 
-__all__ = ["ConsumerLoop"]
+__all__ = ["ConsumerLoop", "MicroBatchLoop"]
 
 log = logging.getLogger(__name__)
 
-class ConsumerLoop:
+class MicroBatchLoop:
+    """Micro-batches from one aiokafka consumer, with corrupt input skipped: what every reader shares.
+
+    Parameters
+    ----------
+    settings : Settings
+        Uses ``batch_max_events`` and ``batch_max_ms``.
+    metrics : Metrics or None
+        ``input_errors`` counts the corrupt records skipped (always logged).
+
+    Attributes
+    ----------
+    consumer : aiokafka.AIOKafkaConsumer or None
+        Set by the subclass's ``run``.
+    stop : asyncio.Event
+        Set to make ``run`` return.
+    """
+
+    def __init__(self, settings, metrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.consumer = None
+        self.stop = asyncio.Event()
+
+    def on_input_error(self, tp, offset: int, reason: str, exc: BaseException) -> None:
+        """A corrupt or undecodable record skipped: counted and logged."""
+        if self.metrics is not None:
+            self.metrics.input_errors.labels(topic=tp.topic, reason=reason).inc()
+        log.error("skipping %s record at %s[%d]@%d: %s", reason, tp.topic, tp.partition, offset, exc)
+
+    def rewind(self, got: dict) -> None:
+        """Seek every partition of a ``getmany`` result back to its first record (to be read again).
+
+        aiokafka hands out a partition's records only from its current position
+        (``FetchResult.check_assignment``), so the first record returned is where the position
+        was before the call: seeking there undoes the call exactly, whatever the assignment was.
+        """
+        for tp, msgs in got.items():
+            if not msgs:
+                continue
+            try:
+                self.consumer.seek(tp, msgs[0].offset)
+            except Exception as exc:  # noqa: BLE001 - no longer assigned: its new owner reads it from the commit
+                log.info("not rewinding %s to %d: %r", tp, msgs[0].offset, exc)
+
+    async def collect(self, current: Callable[[], bool] | None = None) -> dict | None:
+        """One micro-batch ``{tp: [(offset, value, None, arrived, key)]}`` (empty after 200 ms idle).
+
+        ``getmany`` until ``batch_max_events`` records are in hand or ``batch_max_ms`` ms have
+        passed since the first of them arrived; ``arrived`` is the ``perf_counter`` time at which
+        ``getmany`` handed the record over. When ``current()`` turns False after a ``getmany``
+        (a rebalance ran inside it), what that call returned is put back (:meth:`rewind`) and the
+        result is None.
+        """
+        s = self.settings
+        limit = int(s.batch_max_events)
+        window = float(s.batch_max_ms) / 1000.0
+        out: dict = {}
+        n, deadline = 0, None
+        while n < limit and not self.stop.is_set():
+            now = time.perf_counter()
+            wait_ms = 200 if deadline is None else max(0, int((deadline - now) * 1000))
+            got = await getmany_skipping_bad_input(self.consumer, self.on_input_error, timeout_ms=wait_ms,
+                                                   max_records=limit - n)
+            if current is not None and not current():
+                self.rewind(got)
+                return None
+            now = time.perf_counter()
+            for tp, msgs in got.items():
+                out.setdefault(tp, []).extend((m.offset, m.value, None, now, m.key) for m in msgs)
+                n += len(msgs)
+            if deadline is None:
+                if n == 0:
+                    break
+                deadline = now + window
+            if now >= deadline:
+                break
+        return out
+
+
+class ConsumerLoop(MicroBatchLoop):
     """One worker's group consumer, micro-batch loop, rebalance listener and producer.
 
     Subclasses set :attr:`role` and implement :meth:`topics`, :meth:`group_id` and
@@ -78,14 +160,11 @@ class ConsumerLoop:
     fatal_errors: tuple = (SnapshotError,)
 
     def __init__(self, settings, metrics) -> None:
-        self.settings = settings
-        self.metrics = metrics
+        super().__init__(settings, metrics)
         self.generation = 0
         self.paused = False
         self.tasks: set = set()
-        self.stop = asyncio.Event()
         self.ready = asyncio.Event()  # set once the assigned partitions' state is rebuilt
-        self.consumer = None
         self.producer = None
         self.limits = None  # stream.outputs.publish.OutputLimits, made in run()
         self.fatal: Exception | None = None
@@ -221,11 +300,6 @@ class ConsumerLoop:
             self.paused_tps.difference_update(tps)
             self.consumer.resume(*tps)
 
-    def on_input_error(self, tp, offset: int, reason: str, exc: BaseException) -> None:
-        """A corrupt or undecodable record skipped: counted and logged."""
-        self.metrics.input_errors.labels(topic=tp.topic, reason=reason).inc()
-        log.error("skipping %s record at %s[%d]@%d: %s", reason, tp.topic, tp.partition, offset, exc)
-
     def dead_letter_bytes(self, dl: dict, key) -> bytes:
         """A dead-letter record cut until it fits the dead-letter topic (stream.outputs.publish)."""
         from stream.outputs.publish import fit_dead_letter
@@ -233,60 +307,25 @@ class ConsumerLoop:
         return fit_dead_letter(dl, self.limits.value_limit(self.settings.topic_dead_letters, key))
 
     # ------------------------------------------------------------------ the batch loop
-    def rewind(self, got: dict) -> None:
-        """Seek every partition of a ``getmany`` result back to its first record (to be read again).
-
-        aiokafka hands out a partition's records only from its current position
-        (``FetchResult.check_assignment``), so the first record returned is where the position
-        was before the call: seeking there undoes the call exactly, whatever the assignment was.
-        """
-        for tp, msgs in got.items():
-            if not msgs:
-                continue
-            try:
-                self.consumer.seek(tp, msgs[0].offset)
-            except Exception as exc:  # noqa: BLE001 - no longer assigned: its new owner reads it from the commit
-                log.info("not rewinding %s to %d: %r", tp, msgs[0].offset, exc)
-
     async def fetch(self) -> tuple[int, dict]:
         """One micro-batch: ``(generation, {tp: [(offset, value, None, arrived, key)]})``.
 
         ``arrived`` is the ``perf_counter`` time at which ``getmany`` handed the message over.
         Every record of the batch was handed out under ``generation`` (see the module docstring).
         """
-        s = self.settings
-        limit = int(s.batch_max_events)
-        window = float(s.batch_max_ms) / 1000.0
         if not self.ready.is_set():  # records the client prefetched meanwhile wait in its buffer
             try:
                 await asyncio.wait_for(self.ready.wait(), 0.2)
             except asyncio.TimeoutError:
                 return self.generation, {}
         gen = self.generation
-        out: dict = {}
-        n, deadline = 0, None
-        while n < limit and not self.stop.is_set():
-            now = time.perf_counter()
-            wait_ms = 200 if deadline is None else max(0, int((deadline - now) * 1000))
-            got = await getmany_skipping_bad_input(self.consumer, self.on_input_error, timeout_ms=wait_ms,
-                                                   max_records=limit - n)
-            if gen != self.generation or self.paused:
-                # a rebalance ran inside this getmany: what it returned may be records of the NEW
-                # assignment, whose positions already moved past them — put each partition back at
-                # its first returned record. Records fetched earlier belong to the old assignment,
-                # whose positions the new one reset to the committed offsets: they are read again.
-                self.rewind(got)
-                return self.generation, {}
-            now = time.perf_counter()
-            for tp, msgs in got.items():
-                out.setdefault(tp, []).extend((m.offset, m.value, None, now, m.key) for m in msgs)
-                n += len(msgs)
-            if deadline is None:
-                if n == 0:
-                    break
-                deadline = now + window
-            if now >= deadline:
-                break
+        # a rebalance that runs inside a getmany may hand out records of the NEW assignment, whose
+        # positions already moved past them: collect puts each partition back at its first returned
+        # record. Records fetched earlier belong to the old assignment, whose positions the new one
+        # reset to the committed offsets: they are read again.
+        out = await self.collect(lambda: gen == self.generation and not self.paused)
+        if out is None:
+            return self.generation, {}
         return gen, out
 
     async def _ticks(self) -> None:
