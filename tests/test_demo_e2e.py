@@ -117,7 +117,9 @@ def test_the_demo_ends_with_a_live_ranking_and_an_explanation_from_prefstream_se
     scores = [it["score"] for it in served["top"]]
     assert len(scores) == 5 and scores == sorted(scores, reverse=True)
     e = served["explanation"]
-    assert e["method"] == "capacity-shapley" and e["left"] == served["top"][0]["id"] and e["right"] == served["top"][1]["id"]
+    # the default method explains the pair (not the model): P(#1 ≻ #2) of the utility ranking is ≥ 1/2
+    assert e["method"] == "distributional-bernoulli" and e["left"] == served["top"][0]["id"] and e["right"] == served["top"][1]["id"]
+    assert 0.5 - 1e-9 <= e["prediction"] <= 1.0
     assert e["model_version"] == served["version"] and len(e["top_features"]) == 3
 
 

@@ -51,6 +51,18 @@ def test_last_progress_point_equals_final_when_gauges_lag_the_counter(monkeypatc
     assert "@1887: acc 0.653 auc 0.729" in format_summary(s)
 
 
+def test_a_moved_count_with_unchanged_gauges_is_not_a_point(monkeypatch):
+    # the demo's warm-up: 400 events scored, then 2,529 at once; the once-a-second gauges lag the
+    # per-batch counter for two scrapes — before, "@1400: acc 0.420 auc 0.500  @1900: acc 0.420 auc 0.500"
+    cap = lambda n, a, u, l: _learner({"capacity": n}, {"capacity": a}, {"capacity": u}, {"capacity": l})  # noqa: E731
+    scrapes = [cap(400, 0.42, 0.5, 0.69), cap(1400, 0.42, 0.5, 0.69), cap(1900, 0.42, 0.5, 0.69),
+               cap(2929, 0.646, 0.722, 0.63)]
+    sc = _scraper(monkeypatch, scrapes)
+    assert [(p["events"], p["accuracy"]) for p in sc.progress] == [(400, 0.42), (2929, 0.646)]
+    s = _summary(sc, ["capacity"], 2929)
+    assert "@1400" not in format_summary(s) and "@2929: acc 0.646 auc 0.722" in format_summary(s)
+
+
 def test_unchanged_scrapes_add_no_point(monkeypatch):
     one = _learner({"capacity": 10}, {"capacity": 0.6}, {"capacity": 0.7}, {"capacity": 0.6})
     sc = _scraper(monkeypatch, [one, dict(one), dict(one)])

@@ -160,6 +160,39 @@ def test_explain_equals_the_explainer_workers_record(live, name, method):
     assert got["extra"]["origin"] == "serve"
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_the_default_explanation_is_of_the_pair_asked(live, name):
+    """"Why A over B" without a method explains that pair: swapping the sides negates every value
+    (skew-symmetry), another pair gets other values, and the record's prediction is what
+    /v1/compare says about the pair (its own scale: P(A ≻ B) or the margin whose σ it is)."""
+    _, srv, _ = live
+    default = srv.client.get("/v1/models").json()
+    default = {m["model"]: m["default_method"] for m in default["models"]}[name]
+
+    def explain(a, b):
+        r = srv.client.post("/v1/explain", json={"model": name, "left": {"id": a}, "right": {"id": b}, "seed": 5})
+        assert r.status_code == 200, r.text
+        rec = r.json()
+        assert rec["method"] == default
+        return np.asarray(rec["values"]), rec["prediction"], rec["base_value"]
+
+    def probability(a, b):
+        return srv.client.post("/v1/compare", json={"model": name, "left": {"id": a}, "right": {"id": b}}).json()["probability"]
+
+    ab, pred_ab, base_ab = explain("i4", "i7")
+    ba, pred_ba, base_ba = explain("i7", "i4")
+    other, _, _ = explain("i4", "i12")
+    assert np.abs(ab).max() > 1e-6
+    np.testing.assert_allclose(ba, -ab, rtol=0, atol=1e-9)                       # skew-symmetry
+    assert np.abs(other - ab).max() > 1e-6                                      # the pair, not the model
+    p = probability("i4", "i7")
+    assert abs(base_ab + ab.sum() - pred_ab) <= 1e-9                            # efficiency
+    if 0.0 <= pred_ab <= 1.0 and abs(base_ab - 0.5) <= 1e-9:                    # a probability game
+        assert abs(pred_ab - p) <= 1e-6 and abs(pred_ba - (1 - p)) <= 1e-6
+    else:                                                                       # a margin game
+        assert abs(1 / (1 + np.exp(-pred_ab)) - p) <= 1e-6 and abs(pred_ba + pred_ab) <= 1e-9
+
+
 def test_rank_with_explanations_of_the_top_k(live):
     _, srv, mine = live
     ids = [f"i{i}" for i in range(10)]

@@ -210,7 +210,7 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         dead = [json.loads(v) for _, v in read_topic(run.topics["dead-letters"], run.opts) if v is not None]
         summary = summarise(plan.ds.name, plan.models, plan.records, plan.n_pref, plan.n_click, plan.examples, n_items,
                             run.scraper, records, dead, replay_s - warm_wait, t_learned - t_replay - warm_wait,
-                            time.monotonic() - t_start, plan.sample_rate, codes, plan.params)
+                            time.monotonic() - t_start, plan.sample_rate, codes, plan.params, warm_wait)
         click_log = clickeval.demo_click_summary(plan.ds, read_topic(run.topics["models"], run.opts), plan.models)
         if click_log is not None:
             summary["click_log"] = click_log

@@ -80,10 +80,11 @@ class MetricsScraper:
     ----------
     progress : list of dict
         ``{"t", "events", "model", "accuracy", "roc_auc", "log_loss"}`` whenever a model's
-        learned count or its metric gauges changed since the previous scrape. The learner pushes
-        its gauges about once a second, after its counters: a scrape that shows the same count
-        with new gauges replaces that count's point, so the last point of a model carries the
-        gauges of its latest scrape (the summary's ``final``).
+        metric gauges changed since the previous scrape (or its first measured count). The learner
+        pushes its gauges about once a second and its counters every batch: a scrape that shows a
+        new count with the previous gauges is skipped (those gauges describe an earlier count), and
+        one that shows the same count with new gauges replaces that count's point, so the last point
+        of a model carries the gauges of its latest scrape (the summary's ``final``).
     refits : list of dict
         ``{"model", "t", "events", "duration_s"}`` per refit seen (durations from the histogram's
         sum increments; when several refits end between two scrapes they share the mean).
@@ -148,9 +149,14 @@ class MetricsScraper:
                 point = {"events": int(n), "model": model,
                          **measured(acc.get(model), auc.get(model), ll.get(model))}
                 key = (n, point["accuracy"], point["roc_auc"], point["log_loss"])
-                if key == self._last_learned.get(model):
-                    continue
                 prev = self._last_learned.get(model)
+                if key == prev:
+                    continue
+                if prev is not None and prev[0] != n and prev[1:] == key[1:] and key[1] is not None:
+                    # the count moved but the gauges did not (yet): they still describe an earlier
+                    # count (the learner pushes them once a second, its counter every batch) — a
+                    # point now would label stale metrics with the new count
+                    continue
                 self._last_learned[model] = key
                 point["t"] = round(t, 2)
                 if prev is not None and prev[0] == n:  # same count, fresher gauges: they belong to this count

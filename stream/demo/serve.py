@@ -123,7 +123,7 @@ def format_serve(s: dict) -> list[str] | str:
     if e and "error" not in e:
         feats = ", ".join(f"{n} {v:+.3g}" for n, v in e["top_features"])
         lines.append(f"  why {e['left']} over {e['right']} ({e['method']}, v{e['model_version']}, "
-                     f"{s['latency_ms'].get('explain', 0):.0f} ms): {feats}")
+                     f"{s['latency_ms'].get('explain', 0):.0f} ms; prediction {e['prediction']:.3g}): {feats}")
     elif e:
         lines.append(f"  explanation refused: {e['error']}: {e['detail']}")
     return "\n".join(lines)

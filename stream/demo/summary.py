@@ -18,7 +18,7 @@ def _median(xs) -> float | None:
 
 
 def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, scraper, records,
-               dead, replay_s, learn_s, wall, sample_rate, codes, params) -> dict[str, Any]:
+               dead, replay_s, learn_s, wall, sample_rate, codes, params, warm_wait_s: float = 0.0) -> dict[str, Any]:
     learned = scraper.learner("prefstream_events_learned_total")
     final = {}
     for m in models:
@@ -59,6 +59,7 @@ def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, 
         "dead_letters": len(dead),
         "dead_letter_reasons": dict(dl_reasons),
         "replay_s": round(replay_s, 2),
+        "warm_wait_s": round(warm_wait_s, 1),
         "learn_s": round(learn_s, 2),
         "events_per_s": round(examples / max(learn_s, 1e-9), 1),
         "wall_s": round(wall, 1),
@@ -160,7 +161,9 @@ def format_summary(s: dict) -> str:
     """
     lines = ["", f"=== prefstream demo summary: {s['dataset']} ===",
              f"events replayed      {s['events_sent']} ({s['preferences_sent']} preferences, {s['click_sessions_sent']} click "
-             f"sessions → {s['examples_sent']} examples) in {s['replay_s']} s",
+             f"sessions → {s['examples_sent']} examples) in {s['replay_s']} s"
+             + (f" of sending (+ {s['warm_wait_s']} s paused after the warm-up for the first models)"
+                if s.get("warm_wait_s") else ""),
              "events learned       " + ", ".join(f"{m}={n}" for m, n in s["learned"].items())
              + f"  ({s['events_per_s']} examples/s end to end)",
              f"dead letters         {s['dead_letters']}" + (f" {s['dead_letter_reasons']}" if s["dead_letters"] else ""),

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 WARM_WINDOW_S = 600.0
 
 #: The method ``/v1/explain`` uses when the request names none (else the first registered one).
-DEFAULT_METHODS = {"linear-bt": "linear-shapley", "capacity": "capacity-shapley", "gpm": "pref-shap",
+DEFAULT_METHODS = {"linear-bt": "linear-shapley", "capacity": "distributional-bernoulli", "gpm": "pref-shap",
                    "cgpm": "pref-shap"}
 
 
