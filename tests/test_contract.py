@@ -73,7 +73,7 @@ def test_schema_files_are_valid_draft_2020_12(name):
 
 
 def test_dead_letter_schema_lists_exactly_the_reasons():
-    assert tuple(C.load_schema("dead_letter")["properties"]["reason"]["enum"]) == DEAD_LETTER_REASONS
+    assert tuple(C.load_schema("dead_letter")["properties"]["reason"]["enum"]) == DEAD_LETTER_REASONS + C.REQUEST_REFUSALS
 
 
 # ------------------------------------------------------------------------ valid events

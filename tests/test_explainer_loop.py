@@ -126,3 +126,38 @@ def test_an_expelled_member_publishes_nothing_and_keeps_the_events_for_later():
     refused, after = asyncio.run(go())
     assert refused == {} and len(after) == N
     assert loop.consumer.commits and all(c == {tp: 0} for c in loop.consumer.commits[:1])
+
+
+def test_a_request_that_cannot_be_answered_is_dead_lettered_with_its_reason():
+    """A caller waits for records or a dead letter: a request for a model this explainer has no
+    snapshot of, for a method the model lacks, one whose method fails, and an invalid one each get
+    a dead letter naming why (before, they were only counted); a valid request gets its record."""
+    loop, tp, _, model = make()
+    s = loop.settings
+    rtp = TP(topic=s.topic_explain_requests, partition=0)
+    loop.consumer.tps.add(rtp)
+    sides = {"left": {"features": {"a": 1.0, "b": 0.0, "c": 2.0}}, "right": {"features": {"a": 0.0, "b": 1.0, "c": 0.5}}}
+    asks = {b"ok": {"model": model, "method": "linear-shapley"}, b"gpm": {"model": "gpm", "method": "pref-shap"},
+            b"bogus": {"model": model, "method": "bogus"}, b"boom": {"model": model, "method": "boom"}}
+    recs = [(k, json.dumps({"request_id": k.decode(), **a, **sides}).encode(), k) for k, a in asks.items()]
+    recs.append((b"bad", b'{"request_id": "bad", "left": {}}', b"bad"))
+    batch = {rtp: [(i, v, None, time.perf_counter(), key) for i, (_, v, key) in enumerate(recs)]}
+
+    async def main():
+        await loop.handle(loop.generation, batch)
+        while loop.requests:
+            await loop.run_request(*loop.requests.popleft())
+        await asyncio.wait([t for t in loop.tasks if not t.done()] or [asyncio.sleep(0)])
+
+    asyncio.run(main())
+    dead = {k: json.loads(v) for k, v in loop.producer.topics.get(s.topic_dead_letters, {}).items()}
+    assert {k: d["reason"] for k, d in dead.items()} == {b"gpm": "unknown_model", b"bogus": "unknown_method",
+                                                        b"boom": "explain_failed", b"bad": "missing_field"}
+    assert "'gpm'" in dead[b"gpm"]["detail"] and model in dead[b"gpm"]["detail"]
+    assert "linear-shapley" in dead[b"bogus"]["detail"] and "ZeroDivisionError" in dead[b"boom"]["detail"]
+    for k, d in dead.items():
+        assert d["source_topic"] == s.topic_explain_requests and json.loads(d["payload"])["request_id"] == k.decode()
+    out = [json.loads(v) for v in loop.producer.topics.get(s.topic_explanations, {}).values()]
+    assert [(r["request_id"], r["method"]) for r in out] == [("ok", "linear-shapley")]
+    for reason in ("unknown_model", "unknown_method", "explain_failed", "missing_field"):
+        assert loop.core.metrics.dead_letters.labels(reason=reason)._value.get() == 1

@@ -63,13 +63,14 @@ from stream.contract.dead_letters import dead_letter_record
 from stream.contract.decoding import MAX_ABS_VALUE, WEIGHT_RANGE, _DEFAULT_MAX_BYTES, _decode, _features, decode_json  # noqa: F401
 from stream.contract.explain import ExplainRequest, explanation_record_ok, parse_explain_request
 from stream.contract.preference import PreferenceExample, _fast_preference_ok, parse_preference, preference_from_doc  # noqa: F401
-from stream.contract.reasons import DEAD_LETTER_REASONS, SCHEMA_VERSION, DeadLetter
+from stream.contract.reasons import DEAD_LETTER_REASONS, REQUEST_REFUSALS, SCHEMA_VERSION, DeadLetter
 from stream.contract.schemas import SCHEMA_DIR, _classify, load_schema, validator  # noqa: F401
 from stream.contract.snapshots import decode_snapshot, encode_snapshot
 from stream.contract.validate import validate_record
 
 __all__ = [
     "DEAD_LETTER_REASONS",
+    "REQUEST_REFUSALS",
     "SCHEMA_DIR",
     "SCHEMA_VERSION",
     "DeadLetter",

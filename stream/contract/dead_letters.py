@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import time
 
-from stream.contract.reasons import DEAD_LETTER_REASONS, SCHEMA_VERSION
+from stream.contract.reasons import DEAD_LETTER_REASONS, REQUEST_REFUSALS, SCHEMA_VERSION
 
 __all__ = ["dead_letter_record"]
 
@@ -19,7 +19,8 @@ def dead_letter_record(raw: bytes | None, reason: str, detail: str, source_topic
     raw : bytes or None
         The rejected message value, kept as UTF-8 text, or base64 when it is not valid UTF-8.
     reason : str
-        One of :data:`DEAD_LETTER_REASONS` (usually ``DeadLetter.reason``).
+        One of :data:`DEAD_LETTER_REASONS` (usually ``DeadLetter.reason``) or, for an explain
+        request the explainer cannot answer, of :data:`REQUEST_REFUSALS`.
     detail : str
         Human-readable detail (usually ``DeadLetter.detail``).
     source_topic : str
@@ -41,7 +42,8 @@ def dead_letter_record(raw: bytes | None, reason: str, detail: str, source_topic
     """
     from learners.exceptions import check_param
 
-    check_param("dead_letter_record", "reason", reason, reason in DEAD_LETTER_REASONS, f"one of {DEAD_LETTER_REASONS}")
+    check_param("dead_letter_record", "reason", reason, reason in DEAD_LETTER_REASONS + REQUEST_REFUSALS,
+                f"one of {DEAD_LETTER_REASONS + REQUEST_REFUSALS}")
     if raw is None:
         payload, enc, size, trunc = None, "none", 0, False
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from learners.exceptions import InvalidInputError
 
-__all__ = ["DEAD_LETTER_REASONS", "SCHEMA_VERSION", "DeadLetter"]
+__all__ = ["DEAD_LETTER_REASONS", "REQUEST_REFUSALS", "SCHEMA_VERSION", "DeadLetter"]
 
 #: Contract version this build reads and writes.
 SCHEMA_VERSION = 1
@@ -23,6 +23,12 @@ DEAD_LETTER_REASONS = (
     "invalid_outcome",
     "schema_violation",
 )
+
+#: Why the explainer answers a *valid* explain request with a dead letter instead of records (the
+#: caller waits for one or the other): the model has no snapshot in this explainer, the model has
+#: no such pair method, the model is not fitted yet (a GPM before its first refit), or the method
+#: failed on it. Dead-letter records carry these beside :data:`DEAD_LETTER_REASONS`.
+REQUEST_REFUSALS = ("unknown_model", "unknown_method", "not_fitted", "explain_failed")
 
 #: Directory holding the JSON Schema files.
 _DEFAULT_MAX_BYTES = 1_048_576

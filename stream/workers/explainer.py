@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -79,6 +79,9 @@ class ExplainJob:
     origin: str = "sample"
     params: dict | None = None
     session: bool = False
+    #: ``(model, method, reason, detail)`` of what a request asked for and cannot get
+    #: (:data:`stream.contract.REQUEST_REFUSALS`); the explainer loop dead-letters the request with them
+    refused: list = field(default_factory=list)
 
 
 class ExplainerCore:
@@ -224,14 +227,17 @@ class ExplainerCore:
             return None
         return ExplainJob(got[0], origin="sample", params=got[1], session=True)
 
-    def on_request(self, value) -> ExplainJob | None:
+    def on_request(self, value, invalid: list | None = None) -> ExplainJob | None:
         """Parse an explain request (:func:`stream.contract.parse_explain_request`, one decode);
-        counts ``skipped{reason="invalid_request"}`` if it is invalid."""
+        counts ``skipped{reason="invalid_request"}`` if it is invalid and appends its
+        ``(reason, detail)`` to ``invalid`` (the loop dead-letters it)."""
         try:
             req = parse_explain_request(value, self.catalog, max_bytes=self.settings.max_message_bytes)
         except DeadLetter as exc:
             self.metrics.explanations_skipped.labels(reason="invalid_request").inc()
             log.warning("invalid explain request (%s): %s", exc.reason, exc.detail)
+            if invalid is not None:
+                invalid.append((exc.reason, exc.detail))
             return None
         return ExplainJob([req.example], models=[req.model] if req.model else None,
                           methods=[req.method] if req.method else None, origin="request", params=req.params or {})
@@ -249,11 +255,17 @@ class ExplainerCore:
         names = job.models if job.models is not None else sorted(self.parts)
         if not names:
             self.metrics.explanations_skipped.labels(reason="no_model").inc()
+            self.refuse(job, None, None, "unknown_model", "no model snapshot is loaded in this explainer yet (the "
+                        "learner workers publish one per model of their `models` setting)")
             return out
         for name in names:
             hit = self.model(name)
             if hit is None:
                 self.metrics.explanations_skipped.labels(reason="no_model").inc()
+                self.refuse(job, name, None, "unknown_model",
+                            f"no snapshot of model {name!r} is loaded in this explainer (loaded: "
+                            f"{', '.join(sorted(self.parts)) or 'none yet'}); a learner worker running {name!r} "
+                            "publishes it")
                 continue
             # session-only explainers (``fn.session_only``) run on click sessions, the others on pairs
             fns = {k: f for k, f in registry.explainers_for(name).items()
@@ -263,10 +275,19 @@ class ExplainerCore:
                 fn = fns.get(method)
                 if fn is None:
                     self.metrics.explanations_skipped.labels(reason="unknown_method").inc()
+                    self.refuse(job, name, method, "unknown_method",
+                                f"model {name!r} has no {'click-session' if job.session else 'pair'} explanation "
+                                f"method {method!r} (it has: {', '.join(sorted(fns)) or 'none'})")
                     continue
                 # the seed is drawn here, in the event-loop thread: numpy Generators are not thread-safe
                 out.append((name, method, hit[0], hit[1], fn, int(self.rng.integers(2**63))))
         return out
+
+    @staticmethod
+    def refuse(job: ExplainJob, model: str | None, method: str | None, reason: str, detail: str) -> None:
+        """Note on a *request* what it cannot get (``job.refused``); sampled events are only counted."""
+        if job.origin == "request":
+            job.refused.append((model, method, reason, detail))
 
     def explain_one(self, job: ExplainJob, entry, budgets: dict | None = None) -> tuple[list[dict], int]:
         """Run one planned explainer ``(model, method, learner, version, fn, seed)`` on ``job``.
@@ -318,11 +339,15 @@ class ExplainerCore:
                     if not unfinished:
                         break
                     todo = replace(todo, examples=todo.examples[len(todo.examples) - unfinished:])
-            except NotFittedError:  # e.g. a GPM before its first refit: no model to explain yet, not a failure
+            except NotFittedError as exc:  # e.g. a GPM before its first refit: no model to explain yet, not a failure
                 self.metrics.explanations_skipped.labels(reason="no_model").inc()
+                self.refuse(job, entry[0], entry[1], "not_fitted", f"model {entry[0]!r} v{entry[3]} cannot explain "
+                            f"yet: {exc}")
             except Exception as exc:  # noqa: BLE001 - one failing method must not stop the others
                 self.metrics.explanations_skipped.labels(reason="error").inc()
                 log.warning("%s/%s failed on %s: %s: %s", entry[0], entry[1], [x.event_id for x in job.examples][:3],
                             type(exc).__name__, exc)
+                self.refuse(job, entry[0], entry[1], "explain_failed", f"{entry[1]} on model {entry[0]!r} "
+                            f"v{entry[3]} failed: {type(exc).__name__}: {exc}")
         self.monitor.observe(records)
         return records

@@ -130,9 +130,12 @@ class ExplainerLoop(ConsumerLoop):
                 return  # rebalanced meanwhile: the new assignment starts at the commit (re-reads these)
             for off, value, _tok, arrived, _key in recs:
                 if tp.topic == s.topic_explain_requests:
-                    job = self.core.on_request(value)
+                    invalid: list = []
+                    job = self.core.on_request(value, invalid)
                     if job is not None:
-                        self.requests.append((job, tp, off, gen, arrived))
+                        self.requests.append((job, tp, off, gen, arrived, value, _key))
+                    for reason, detail in invalid:  # the caller waits for records or a dead letter
+                        self.spawn(self.send_dead_letter(tp, off, value, _key, reason, detail))
                     self.tracker.fetched(tp, off, 0 if job is None else 1)
                 else:
                     self.tracker.fetched(tp, off, self.intake(tp, off, value, arrived, gen))
@@ -385,7 +388,21 @@ class ExplainerLoop(ConsumerLoop):
         if it.generation == self.generation:
             self.tracker.finished(it.tp, it.offset)
 
-    async def run_request(self, job, tp, offset, gen, arrived) -> None:
+    async def send_dead_letter(self, tp, offset: int, value, key, reason: str, detail: str) -> None:
+        """Dead-letter an explain request the explainer cannot answer (logged and counted)."""
+        from stream.contract import dead_letter_record
+
+        log.warning("explain request at %s[%d]@%d dead-lettered (%s): %s", tp.topic, tp.partition, offset, reason, detail)
+        dl = dead_letter_record(value, reason, detail, tp.topic, tp.partition, offset)
+        self.core.metrics.dead_letters.labels(reason=reason).inc()
+        try:
+            await self.producer.send_and_wait(self.settings.topic_dead_letters, key=key,
+                                              value=self.dead_letter_bytes(dl, key))
+        except Exception:  # noqa: BLE001 - counted and logged either way
+            log.exception("publishing the dead letter of the explain request at %s[%d]@%d failed",
+                          tp.topic, tp.partition, offset)
+
+    async def run_request(self, job, tp, offset, gen, arrived, value=None, key=None) -> None:
         from stream.outputs.publish import send_explanation
 
         core = self.core
@@ -399,10 +416,13 @@ class ExplainerLoop(ConsumerLoop):
             log.warning("explain request %s failed: %s: %s", [x.event_id for x in job.examples][:1],
                         type(exc).__name__, exc)
             records = []
+            job.refused.append((None, None, "explain_failed", f"{type(exc).__name__}: {exc}"))
 
         async def send():
             await asyncio.gather(*(send_explanation(self.out, r, core.metrics, self.limits, self.dead, wait=True)
                                    for r in records), return_exceptions=True)
+            for model, method, reason, detail in job.refused:  # the caller gets an answer either way
+                await self.send_dead_letter(tp, offset, value, key, reason, detail)
             for r in records:
                 self.remember_record(r)
             if gen == self.generation:
