@@ -161,3 +161,16 @@ def test_a_request_that_cannot_be_answered_is_dead_lettered_with_its_reason():
     assert [(r["request_id"], r["method"]) for r in out] == [("ok", "linear-shapley")]
     for reason in ("unknown_model", "unknown_method", "explain_failed", "missing_field"):
         assert loop.core.metrics.dead_letters.labels(reason=reason)._value.get() == 1
+
+
+def test_sampled_events_before_any_snapshot_are_counted_and_logged_once(caplog):
+    """Before the first snapshot a sampled event cannot be explained: counted as no_model and said in
+    the log (one line for the lot, not one per event) — before, only the counter knew."""
+    loop, tp, batch, model = make()
+    loop.core.methods_for = lambda session: []     # no snapshot loaded yet
+    with caplog.at_level(logging.WARNING, logger="stream.workers.explainer_loop"):
+        asyncio.run(loop.handle(loop.generation, batch))
+    lines = [r.getMessage() for r in caplog.records if "no model snapshot" in r.getMessage()]
+    assert lines == ["1 sampled events not explained: no model snapshot is loaded yet (a learner worker publishes "
+                     "its first after snapshot_every_events events or snapshot_every_seconds)"]
+    assert loop.core.metrics.explanations_skipped.labels(reason="no_model")._value.get() == N

@@ -55,7 +55,8 @@ class ExplainerLoop(ConsumerLoop):
         self.core = core
         self.executor = executor
         self.queues = MethodQueues(s.explain_max_queue, s.explain_max_lag_s)
-        self.requests: deque = deque()  # (job, tp, offset, generation, arrived)
+        self.requests: deque = deque()  # (job, tp, offset, generation, arrived, value, key)
+        self._no_model_skips, self._no_model_logged = 0, float("-inf")  # sampled before any snapshot
         self.tracker = OffsetTracker()
         self.caps: dict = {}
         self.windows: dict = {}
@@ -167,6 +168,12 @@ class ExplainerLoop(ConsumerLoop):
             return 0
         if not methods:  # sampled before any snapshot of a model exists
             core.metrics.explanations_skipped.labels(reason="no_model").inc()
+            self._no_model_skips += 1
+            if now - self._no_model_logged >= 10.0:  # one line per 10 s, not one per event
+                log.warning("%d sampled events not explained: no model snapshot is loaded yet (a learner worker "
+                            "publishes its first after snapshot_every_events events or snapshot_every_seconds)",
+                            self._no_model_skips)
+                self._no_model_skips, self._no_model_logged = 0, now
             return 0
         for name, method, _fn in methods:
             key = (name, method)
