@@ -285,6 +285,10 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     for name, n in res.learned.items():
         if n == 0:
             log.warning("model %r learned no event (see %s for why)", name, dead_path)
+        elif res.final[name].get("accuracy") is None and not inline_refits and hasattr(res.learners[name], "refit"):
+            log.warning("model %r scored and explained none of the %d events: its first fit ran in the background "
+                        "and finished after the last event; `prefstream run --inline-refits` fits where each refit "
+                        "is triggered (slower, reproducible)", name, n)
     if not res.explanations:
         log.warning("no explanation was produced: raise --sample-rate (now %s) or check the dead letters in %s",
                     settings.explain_sample_rate, dead_path)

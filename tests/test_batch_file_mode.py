@@ -107,3 +107,30 @@ def test_sampled_events_are_explained_in_bounded_batches():
     out = list(_explain_jobs(jobs, 8))
     assert [len(j.examples) for j in out] == [8, 8, 2, 3]          # the session job is not merged
     assert out[2].session and [x for j in out if not j.session for x in j.examples] == ev
+
+
+def test_a_model_whose_first_background_fit_lands_after_the_last_event_is_named(tmp_path, caplog):
+    """Background refits (the default) let file mode run on while the GPM fits: on a short file the
+    first fit lands after the last event, so the GPM scored nothing — said in one warning that names
+    --inline-refits, instead of a silent n/a; with --inline-refits the GPM scores and nothing is said."""
+    import logging
+
+    ds = load_dataset("train")
+    inp = tmp_path / "train.jsonl"
+    inp.write_text("\n".join(json.dumps(ev) for ev in ds.to_events(stop=200)) + "\n")
+    s = Settings.load(overrides={
+        "models": ["capacity", "gpm"], "feature_names": ds.feature_names, "explain_sample_rate": 0.0,
+        "model_params": {"capacity": {"scaler": "minmax"}, "gpm": {**FAST_GPM, "min_train": 120, "refit_every": 10_000}},
+        "batch_max_events": 500})         # one batch: the first fit is triggered after every event was scored
+    with caplog.at_level(logging.WARNING, logger="stream.batch"):
+        res = run_batch(inp, tmp_path / "bg.jsonl", settings=s, progress=False)
+    said = [r.getMessage() for r in caplog.records if "--inline-refits" in r.getMessage()]
+    assert res.learned == {"capacity": 200, "gpm": 200} and res.final["gpm"]["accuracy"] is None
+    assert len(said) == 1 and said[0].startswith("model 'gpm' scored and explained none of the 200 events")
+    caplog.clear()
+    s2 = Settings.load(overrides={**{k: getattr(s, k) for k in ("models", "feature_names", "explain_sample_rate",
+                                                                 "model_params")}, "batch_max_events": 50})
+    with caplog.at_level(logging.WARNING, logger="stream.batch"):
+        res = run_batch(inp, tmp_path / "inline.jsonl", settings=s2, progress=False, inline_refits=True)
+    assert res.final["gpm"]["accuracy"] is not None
+    assert not [r for r in caplog.records if "--inline-refits" in r.getMessage()]
