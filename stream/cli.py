@@ -384,8 +384,13 @@ def run_cmd(
     """Learn and explain a file without Kafka (same learners, explainers, micro-batches and records as the workers)."""
     from pathlib import Path
 
-    from stream.batch import run_batch
+    from stream.batch import output_clash, run_batch
     from stream.replay import sniff_kind
+
+    clash = output_clash(input, output, report_dir, items)
+    if clash is not None:  # before anything opens a file for writing (the input would be truncated)
+        typer.echo(clash, err=True)
+        raise typer.Exit(2)
 
     if kind == "preference" and sniff_kind(input) == "click":
         typer.echo(f"error: {Path(input).name} holds click sessions (session_id, shown, clicked), not preference "

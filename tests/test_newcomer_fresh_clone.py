@@ -1,0 +1,37 @@
+"""A newcomer's first session from a fresh clone (issue: the fresh-clone findings): each finding is
+one clear line and the right exit status, never lost data or a traceback."""
+
+from __future__ import annotations
+
+import os
+
+from typer.testing import CliRunner
+
+from stream.cli import app
+
+runner = CliRunner()
+
+CSV = "event_id,outcome,left.a,right.a\n" + "".join(f"e{i},1,{i},{i + 1}\n" for i in range(5))
+
+
+def test_run_refuses_an_output_that_is_its_input(tmp_path, monkeypatch):
+    f = tmp_path / "same.csv"
+    f.write_text(CSV)
+    monkeypatch.chdir(tmp_path)
+    os.symlink(f, tmp_path / "link.csv")
+    for out in (["-o", "same.csv"], ["-o", "./link.csv"], ["-o", str(tmp_path / "sub" / ".." / "same.csv")]):
+        res = runner.invoke(app, ["run", "-q", "-i", "same.csv", *out])
+        assert res.exit_code == 2, res.output
+        err = res.stderr.strip().splitlines()
+        assert len(err) == 1 and "is the input file 'same.csv'" in err[0] and "-o" in err[0], err
+        assert f.read_text() == CSV
+    # the dead-letters file of the output, and the report's records.jsonl
+    (tmp_path / "x.dead-letters.jsonl").write_text(CSV)
+    res = runner.invoke(app, ["run", "-q", "-i", "x.dead-letters.jsonl", "-o", "x.jsonl"])
+    assert res.exit_code == 2 and "the dead-letters file" in res.stderr, res.output
+    assert (tmp_path / "x.dead-letters.jsonl").read_text() == CSV
+    (tmp_path / "rep").mkdir()
+    (tmp_path / "rep" / "records.jsonl").write_text("{}\n")
+    res = runner.invoke(app, ["run", "-q", "-i", "rep/records.jsonl", "-o", "y.jsonl", "--report-dir", "rep"])
+    assert res.exit_code == 2 and "the report file" in res.stderr and "--report-dir" in res.stderr, res.output
+    assert (tmp_path / "rep" / "records.jsonl").read_text() == "{}\n"
