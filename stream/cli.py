@@ -124,6 +124,26 @@ def _require_broker(s) -> None:
         raise typer.Exit(1) from None
 
 
+def _require_topics(s, names: list[str]) -> None:
+    """End the command with one ``error:`` line and exit 2 unless every topic of ``names`` exists
+    (one metadata request, before a worker joins its group: its consumer would otherwise have the
+    broker auto-create a missing input topic with one partition, or wait on it)."""
+    from stream.broker import BrokerError, missing_topics
+
+    opts = s.kafka_client_options()
+    opts.pop("client_id", None)
+    try:
+        missing = missing_topics(s.bootstrap_servers, names, client_options=opts)
+    except BrokerError as exc:
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(1) from None
+    if missing:
+        which = (f"Topic {missing[0]!r} does not exist; create it" if len(missing) == 1 else
+                 f"Topics {', '.join(map(repr, missing))} do not exist; create them")
+        typer.echo(f"error: {which} with `prefstream topics create`.", err=True)
+        raise typer.Exit(2)
+
+
 # ------------------------------------------------------------------------------ broker
 @broker_app.command("start")
 def broker_start(timeout: float = typer.Option(120.0, help="Seconds to wait for the broker.")):
@@ -238,6 +258,8 @@ def worker_learn(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _require_broker(s)
+    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models, s.topic_dead_letters,
+                        s.topic_drift])
     raise typer.Exit(run_learner(s, dedupe_window=dedupe_window))
 
 
@@ -259,6 +281,8 @@ def worker_explain(
     o["explain_sample_rate"] = sample_rate if sample_rate is not None else o.get("explain_sample_rate")
     s = _settings(config, _with_params(config, o, param))
     _require_broker(s)
+    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_explain_requests, s.topic_items, s.topic_models,
+                        s.topic_explanations, s.topic_dead_letters, s.topic_drift])
     raise typer.Exit(run_explainer(s))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from typer.testing import CliRunner
 
 from stream.cli import app
@@ -35,3 +37,32 @@ def test_run_refuses_an_output_that_is_its_input(tmp_path, monkeypatch):
     res = runner.invoke(app, ["run", "-q", "-i", "rep/records.jsonl", "-o", "y.jsonl", "--report-dir", "rep"])
     assert res.exit_code == 2 and "the report file" in res.stderr and "--report-dir" in res.stderr, res.output
     assert (tmp_path / "rep" / "records.jsonl").read_text() == "{}\n"
+
+
+def _run_cli(argv, env=None, timeout=60):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1", **(env or {})}
+    env.pop("PREFSTREAM_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "stream", *argv], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+@pytest.mark.parametrize("role", ["learn", "explain"])
+def test_a_worker_started_before_topics_create_fails_at_once_with_one_line(kafka_bootstrap, kafka_options, role):
+    import uuid
+
+    from stream.broker import missing_topics
+
+    u = uuid.uuid4().hex[:10]
+    keys = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters", "drift")
+    env = {f"PREFSTREAM_TOPIC_{k.upper()}": f"test.nocreate.{k}.{u}" for k in keys}
+    proc = _run_cli(["worker", role, "--metrics-port", "0", "-b", kafka_bootstrap, "--group", f"nocreate-{u}"], env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: Topics 'test.nocreate.preferences.{u}'"), lines
+    assert lines[0].endswith("do not exist; create them with `prefstream topics create`."), lines
+    # nothing was auto-created by a consumer or producer
+    assert missing_topics(kafka_bootstrap, list(env.values()), client_options=kafka_options) == list(env.values())
