@@ -19,6 +19,7 @@ environment variables ``PREFSTREAM_<SETTING>`` > the config file (``--config`` o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any, List, Optional
@@ -144,6 +145,19 @@ def _require_topics(s, names: list[str]) -> None:
         raise typer.Exit(2)
 
 
+@contextlib.contextmanager
+def _metrics_port_errors():
+    """A worker's metrics port in use ends the command as one ``error:`` line and exit 2 (the
+    worker binds it before it joins its group)."""
+    from stream.metrics import MetricsPortError
+
+    try:
+        yield
+    except MetricsPortError as exc:
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(2) from None
+
+
 # ------------------------------------------------------------------------------ broker
 @broker_app.command("start")
 def broker_start(timeout: float = typer.Option(120.0, help="Seconds to wait for the broker.")):
@@ -260,7 +274,9 @@ def worker_learn(
     _require_broker(s)
     _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models, s.topic_dead_letters,
                         s.topic_drift])
-    raise typer.Exit(run_learner(s, dedupe_window=dedupe_window))
+    with _metrics_port_errors():
+        code = run_learner(s, dedupe_window=dedupe_window)
+    raise typer.Exit(code)
 
 
 @worker_app.command("explain")
@@ -283,7 +299,9 @@ def worker_explain(
     _require_broker(s)
     _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_explain_requests, s.topic_items, s.topic_models,
                         s.topic_explanations, s.topic_dead_letters, s.topic_drift])
-    raise typer.Exit(run_explainer(s))
+    with _metrics_port_errors():
+        code = run_explainer(s)
+    raise typer.Exit(code)
 
 
 # ------------------------------------------------------------------------------ serve

@@ -66,3 +66,34 @@ def test_a_worker_started_before_topics_create_fails_at_once_with_one_line(kafka
     assert lines[0].endswith("do not exist; create them with `prefstream topics create`."), lines
     # nothing was auto-created by a consumer or producer
     assert missing_topics(kafka_bootstrap, list(env.values()), client_options=kafka_options) == list(env.values())
+
+
+TOPIC_KEYS = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters", "drift")
+
+
+@pytest.fixture
+def topics_env(kafka_bootstrap, kafka_options):
+    """PREFSTREAM_TOPIC_* of a fresh set of existing topics (one partition each)."""
+    import uuid
+
+    from stream.broker import create_topics
+
+    u = uuid.uuid4().hex[:10]
+    env = {f"PREFSTREAM_TOPIC_{k.upper()}": f"test.fresh.{k}.{u}" for k in TOPIC_KEYS}
+    create_topics(None, {t: None for t in env.values()}, client_options=kafka_options)
+    return {**env, "PREFSTREAM_BOOTSTRAP_SERVERS": kafka_bootstrap, "PREFSTREAM_CONSUMER_GROUP": f"fresh-{u}"}
+
+
+@pytest.mark.parametrize("role", ["learn", "explain"])
+def test_a_metrics_port_in_use_is_one_line_and_exit_2(topics_env, role):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _run_cli(["worker", role, "--metrics-port", str(port)], topics_env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: Cannot serve metrics on 127.0.0.1:{port}"), lines
+    assert "Pick another port with --metrics-port" in lines[0]
