@@ -97,3 +97,38 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(topics_env, role):
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: Cannot serve metrics on 127.0.0.1:{port}"), lines
     assert "Pick another port with --metrics-port" in lines[0]
+
+
+def test_serve_says_whether_a_missing_model_is_loading_unpublished_or_not_served():
+    import asyncio
+    import types
+
+    from stream.models import register_all
+    from stream.serving.errors import APIError
+    from stream.serving.service import ServeState
+    from stream.settings import Settings
+
+    register_all()
+    st = ServeState(Settings.load(None, {"serve_models": ["capacity", "gpm"], "topic_models": "m"}, environ={}))
+    caught = asyncio.Event()
+    st.followers = [types.SimpleNamespace(caught_up=caught), types.SimpleNamespace(caught_up=caught)]
+
+    def detail(name):
+        try:
+            st.version(name)
+        except APIError as exc:
+            return exc.status, exc.code, exc.detail
+        raise AssertionError("no error")
+
+    assert detail("gpm") == (503, "not_loaded", "Model 'gpm' is not loaded yet: the server is still reading m.")
+    caught.set()
+    assert detail("gpm") == (503, "not_loaded", "Model 'gpm' has no published snapshot on m yet (a learner worker "
+                                                "running it publishes one).")
+    st.published.add("gpm")  # read from the topic, not loaded yet
+    assert detail("gpm") == (503, "not_loaded", "Model 'gpm' is loading (its snapshot was read from m); retry in a "
+                                                "few seconds.")
+    assert st.readiness() == {"ready": False, "missing": ["capacity", "gpm"], "loading": ["gpm"],
+                              "catalog_caught_up": True, "models_caught_up": True}
+    assert detail("linear-bt") == (404, "not_served", "Model 'linear-bt' is not served here; this server's models "
+                                                      "are ['capacity', 'gpm'] (start it with --models to serve "
+                                                      "others).")
