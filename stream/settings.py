@@ -416,8 +416,7 @@ def _coerce(f, v: Any, src: str) -> Any:
     def bad(expected: str):
         shown = "***" if m["secret"] else repr(v)
         return InvalidParameterError(
-            f"The {f.name!r} setting must be {expected}. Got {shown} instead (from {src}"
-            + (f"; environment variable {Settings.env_var(f.name)}" if src.startswith("config file") else "") + ").")
+            f"The {f.name!r} setting must be {expected}. Got {shown} instead (from {src}).")
 
     if v is None and (kind.startswith("opt_")):
         return None
