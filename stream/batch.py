@@ -320,10 +320,12 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     if drift:
         with open(out.with_name(out.stem + ".drift.jsonl"), "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in drift)
+    if res.records == 0:
+        log.warning("no records in %s", inp)
     for name, n in res.learned.items():
-        if n == 0:
+        if n == 0 and res.records:
             log.warning("model %r learned no event (see %s for why)", name, dead_path)
-    if not res.explanations:
+    if not res.explanations and res.records:
         log.warning("no explanation was produced: raise --sample-rate (now %s) or check the dead letters in %s",
                     settings.explain_sample_rate, dead_path)
     if report_dir is not None:

@@ -377,6 +377,10 @@ def replay_cmd(
         typer.echo(line, err=True)
     if res.failed:
         raise typer.Exit(1)
+    if res.sent == 0:  # nothing to replay is a mistake to report, not a success
+        typer.echo(f"error: no records in {file}." if res.skipped == 0 else
+                   f"error: nothing sent: all {res.skipped} records of {file} were skipped (reasons above).", err=True)
+        raise typer.Exit(1)
 
 
 # ------------------------------------------------------------------------------ tail

@@ -132,3 +132,30 @@ def test_serve_says_whether_a_missing_model_is_loading_unpublished_or_not_served
     assert detail("linear-bt") == (404, "not_served", "Model 'linear-bt' is not served here; this server's models "
                                                       "are ['capacity', 'gpm'] (start it with --models to serve "
                                                       "others).")
+
+
+@pytest.mark.parametrize("content, why", [
+    ("", "error: no records in {f}."),
+    ("event_id,outcome,left.a,right.a\n", "error: no records in {f}."),
+    ("event_id,outcome,left.a,right.a\ne1,maybe,1,2\ne2,1,,1\n",
+     "error: nothing sent: all 2 records of {f} were skipped (reasons above)."),
+])
+def test_replay_that_sends_nothing_exits_1_with_the_reason(tmp_path, kafka_bootstrap, unique_topic, content, why):
+    topic = unique_topic("empty")
+    f = tmp_path / "empty.csv"
+    f.write_text(content)
+    res = runner.invoke(app, ["replay", str(f), "--bootstrap", kafka_bootstrap, "--topic", topic, "--no-progress"])
+    assert res.exit_code == 1, res.output
+    assert res.stderr.splitlines()[-1] == why.format(f=f)
+    assert "Traceback" not in res.output
+
+
+def test_run_on_an_empty_file_says_no_records(tmp_path, caplog):
+    f = tmp_path / "empty.csv"
+    f.write_text("event_id,outcome,left.a,right.a\n")
+    with caplog.at_level("WARNING"):
+        res = runner.invoke(app, ["run", "-q", "-i", str(f), "-o", str(tmp_path / "x.jsonl"), "-m", "linear-bt",
+                                  "--set", 'feature_names=["a"]'])
+    assert res.exit_code == 0, res.output
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [f"no records in {f}"], warnings
