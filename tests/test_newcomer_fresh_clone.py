@@ -159,3 +159,16 @@ def test_run_on_an_empty_file_says_no_records(tmp_path, caplog):
     assert res.exit_code == 0, res.output
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == [f"no records in {f}"], warnings
+
+
+@pytest.mark.parametrize("ts", ["notatime", "this is not a time at all"])
+def test_a_bad_timestamp_says_what_a_timestamp_is(tmp_path, ts):
+    from stream.contract import DeadLetter, validate_record
+
+    doc = {"schema_version": 1, "event_id": "e", "timestamp": ts, "left": {"features": {"a": 1}},
+           "right": {"features": {"a": 2}}, "outcome": 1}
+    with pytest.raises(DeadLetter) as err:
+        validate_record("preference", doc)
+    assert (err.value.reason, err.value.detail) == (
+        "schema_violation", f"'timestamp' must be unix seconds (a number) or an ISO-8601 date-time such as "
+                            f"'2024-05-01T12:00:00Z'; got {ts!r}.")
