@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 from typing import Any, List, Optional
 
@@ -359,6 +360,10 @@ def replay_cmd(
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
         raise typer.Exit(2)
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        typer.echo(f"error: --rate must be a positive number of events per second (omit it for as fast as "
+                   f"possible); got {rate:g}.", err=True)
+        raise typer.Exit(2)
     _require_broker(s)
     opts = {**s.kafka_client_options(), **s.producer_options()}
     opts.pop("bootstrap_servers", None)
@@ -433,6 +438,9 @@ def run_cmd(
     from stream.batch import output_clash, run_batch
     from stream.replay import sniff_kind
 
+    if kind not in ("preference", "click"):
+        typer.echo(f"error: --kind must be preference or click; got {kind!r}.", err=True)
+        raise typer.Exit(2)
     clash = output_clash(input, output, report_dir, items)
     if clash is not None:  # before anything opens a file for writing (the input would be truncated)
         typer.echo(clash, err=True)

@@ -172,3 +172,28 @@ def test_a_bad_timestamp_says_what_a_timestamp_is(tmp_path, ts):
     assert (err.value.reason, err.value.detail) == (
         "schema_violation", f"'timestamp' must be unix seconds (a number) or an ISO-8601 date-time such as "
                             f"'2024-05-01T12:00:00Z'; got {ts!r}.")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["replay", "{f}", "--rate", "0"], "error: --rate must be a positive number of events per second (omit it for "
+                                       "as fast as possible); got 0."),
+    (["replay", "{f}", "--rate", "-3"], "error: --rate must be a positive number of events per second (omit it for "
+                                        "as fast as possible); got -3."),
+    (["run", "-i", "{f}", "-o", "{out}", "--kind", "item"], "error: --kind must be preference or click; got 'item'."),
+    (["replay", "{f}", "-b", "garbage"], "error: The 'bootstrap_servers' setting must be a comma-separated list of "
+                                         "host:port (e.g. '127.0.0.1:9092'). Got 'garbage' instead (from the command "
+                                         "line (a flag or --set))."),
+    (["worker", "learn", "-b", "host:notaport"], None),
+    (["tail", "-b", "a:9092,:9093"], None),
+])
+def test_cli_flag_errors_name_the_flag_at_once(tmp_path, argv, line):
+    import time
+
+    f = tmp_path / "e.csv"
+    f.write_text(CSV)
+    t0 = time.monotonic()
+    res = runner.invoke(app, [a.format(f=f, out=tmp_path / "o.jsonl") for a in argv])
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and (err[0] == line if line else "must be a comma-separated list of host:port" in err[0]), err
+    assert time.monotonic() - t0 < 2  # no broker wait: the format is checked first
