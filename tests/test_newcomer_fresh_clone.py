@@ -197,3 +197,36 @@ def test_cli_flag_errors_name_the_flag_at_once(tmp_path, argv, line):
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and (err[0] == line if line else "must be a comma-separated list of host:port" in err[0]), err
     assert time.monotonic() - t0 < 2  # no broker wait: the format is checked first
+
+
+def test_a_replayed_event_is_one_duplicate_whatever_the_number_of_models(caplog):
+    import json as _json
+    import logging
+
+    import numpy as np
+
+    from stream.models import register_all
+    from stream.settings import Settings
+    from stream.workers.learner_core import LearnerCore
+
+    register_all()
+    s = Settings.load(None, {"models": ["linear-bt", "capacity"], "feature_names": ["a", "b"],
+                             "snapshot_every_events": 10_000, "snapshot_every_seconds": 3600}, environ={})
+    rng = np.random.default_rng(0)
+    raw = [_json.dumps({"schema_version": 1, "event_id": f"e{i}", "timestamp": 1700000000 + i,
+                        "left": {"features": {"a": float(rng.normal()), "b": float(rng.normal())}},
+                        "right": {"features": {"a": float(rng.normal()), "b": float(rng.normal())}},
+                        "outcome": 1}).encode() for i in range(30)]
+    core = LearnerCore(s)
+    st = core.new_source(s.topic_preferences, 0, {})
+    core.process_batch(st, [(i, r, None, None) for i, r in enumerate(raw)])
+    with caplog.at_level(logging.INFO, logger="stream.workers.learner_core"):
+        core.process_batch(st, [(30 + i, r, None, None) for i, r in enumerate(raw)])  # the same events again
+        core.process_batch(st, [(60 + i, r, None, None) for i, r in enumerate(raw[:5])])
+    assert {m: t["learned"] for m, t in core.tally.items()} == {"linear-bt": 30, "capacity": 30}
+    assert {m: t["duplicates"] for m, t in core.tally.items()} == {"linear-bt": 35, "capacity": 35}
+    counted = core.metrics.registry.get_sample_value("prefstream_duplicate_events_total",
+                                                     {"topic": s.topic_preferences})
+    assert counted == 35  # not 70: one per event, not one per event and model
+    lines = [r.getMessage() for r in caplog.records if "duplicate" in r.getMessage()]
+    assert lines == ["30 duplicate events skipped (already learned)"]  # the next batch's 5 wait (rate limit)
