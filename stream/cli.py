@@ -353,7 +353,7 @@ def replay_cmd(
     set_: Optional[List[str]] = SetOpt,
 ):
     """Send FILE as contract records; print sent, skipped and failed counts, and one line per failure reason."""
-    from stream.replay import replay
+    from stream.replay import ReplayInterrupted, replay
 
     s = _settings(config, {"bootstrap_servers": bootstrap, "max_request_bytes": max_request_bytes, **_parse_sets(set_)})
     dest = topic or {"preference": s.topic_preferences, "click": s.topic_clicks, "item": s.topic_items}.get(kind)
@@ -372,6 +372,10 @@ def replay_cmd(
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    except ReplayInterrupted as stop:
+        r = stop.result
+        typer.echo(f"interrupted: sent={r.sent} skipped={r.skipped} failed={r.failed}", err=True)
+        raise typer.Exit(130) from None
     typer.echo(f"sent={res.sent} skipped={res.skipped} failed={res.failed}")
     if not progress:  # with the bar, replay printed them as it went
         for line, why in res.skipped_lines[:20]:

@@ -230,3 +230,101 @@ def test_a_replayed_event_is_one_duplicate_whatever_the_number_of_models(caplog)
     assert counted == 35  # not 70: one per event, not one per event and model
     lines = [r.getMessage() for r in caplog.records if "duplicate" in r.getMessage()]
     assert lines == ["30 duplicate events skipped (already learned)"]  # the next batch's 5 wait (rate limit)
+
+
+def _end_offset(kafka_options, topic) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(**kafka_options)
+    try:
+        tp = TopicPartition(topic, 0)
+        return c.end_offsets([tp])[tp]
+    finally:
+        c.close()
+
+
+def _wait(pred, timeout, what):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def _start_cli(argv, env, log):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    full = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1", **env}
+    full.pop("PREFSTREAM_CONFIG", None)
+    return subprocess.Popen([sys.executable, "-m", "stream", *argv], env=full, stdout=open(log, "w"),
+                            stderr=subprocess.STDOUT)
+
+
+def test_ctrl_c_during_a_paced_replay_says_how_many_were_sent(tmp_path, kafka_bootstrap, kafka_options, unique_topic):
+    import signal
+
+    topic = unique_topic("ctrlc")
+    f = tmp_path / "many.csv"
+    f.write_text("event_id,outcome,left.a,right.a\n" + "".join(f"e{i},1,{i},{i + 1}\n" for i in range(2000)))
+    log = tmp_path / "replay.log"
+    proc = _start_cli(["replay", str(f), "--rate", "50", "--no-progress", "-b", kafka_bootstrap, "--topic", topic],
+                      {}, log)
+    try:
+        _wait(lambda: _end_offset(kafka_options, topic) >= 10, 60, "10 records on the topic")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = [ln for ln in log.read_text().splitlines() if ln.strip()]
+    sent = _end_offset(kafka_options, topic)
+    assert lines == [f"interrupted: sent={sent} skipped=0 failed=0"], lines
+    assert 10 <= sent < 2000
+
+
+def test_a_learner_prints_one_line_when_it_stops(tmp_path, topics_env, kafka_options):
+    import json as _json
+    import signal
+
+    from kafka import KafkaProducer
+
+    log = tmp_path / "learner.log"
+    env = {**topics_env, "PREFSTREAM_SNAPSHOT_EVERY_EVENTS": "5", "PREFSTREAM_SNAPSHOT_EVERY_SECONDS": "0.3",
+           "PREFSTREAM_STATE_DIR": str(tmp_path / "state")}
+    proc = _start_cli(["worker", "learn", "-m", "linear-bt", "--set", 'feature_names=["a"]', "--metrics-port", "0"],
+                      env, log)
+    topic, group = env["PREFSTREAM_TOPIC_PREFERENCES"], env["PREFSTREAM_CONSUMER_GROUP"]
+    try:
+        _wait(lambda: "Ready" in log.read_text(), 60, "Ready")
+        producer = KafkaProducer(acks="all", **kafka_options)
+        for i in range(20):
+            producer.send(topic, key=f"e{i}".encode(), value=_json.dumps({
+                "schema_version": 1, "event_id": f"e{i}", "timestamp": 1700000000 + i, "left": {"features": {"a": i}},
+                "right": {"features": {"a": i + 1}}, "outcome": 1}).encode())
+        producer.flush(30)
+        producer.close()
+        _wait(lambda: _committed(kafka_options, group, topic) == 20, 60, "the commit at offset 20")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stops = [ln for ln in log.read_text().splitlines() if "stopped" in ln]
+    assert stops == [f"[prefstream learner] stopped: 20 events learned (linear-bt 20); group {group}, "
+                     f"committed {topic}[0]@20"], log.read_text()
+
+
+def _committed(kafka_options, group, topic) -> int | None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(group_id=group, enable_auto_commit=False, **kafka_options)  # reads the commit, joins nothing
+    try:
+        return c.committed(TopicPartition(topic, 0))
+    finally:
+        c.close()
