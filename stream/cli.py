@@ -39,6 +39,46 @@ app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(worker_app, name="worker")
 
+def _flags_without_type() -> None:
+    """Help shows ``--quiet`` and ``--help``, not ``--quiet <bool>`` (typer ≥ 0.2x labels every option
+    with its type, flags included; a flag takes no value)."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_prefstream", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich._prefstream = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_flags_without_type()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("prefstream")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"prefstream {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                            help="Print the version and exit.")):
+    """prefstream: learn preferences from Kafka streams and explain them."""
+
+
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML or JSON settings file (default $PREFSTREAM_CONFIG).")
 BootstrapOpt = typer.Option(None, "--bootstrap", "-b", help="Kafka bootstrap servers host:port[,host:port].")
 SetOpt = typer.Option(None, "--set", help="Any setting as key=value (JSON values accepted), repeatable.")

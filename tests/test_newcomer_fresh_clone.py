@@ -328,3 +328,34 @@ def _committed(kafka_options, group, topic) -> int | None:
         return c.committed(TopicPartition(topic, 0))
     finally:
         c.close()
+
+
+def test_version_and_help_without_flag_types():
+    from importlib.metadata import version
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout == f"prefstream {version('prefstream')}\n", res.output
+    for argv in (["--help"], ["run", "--help"], ["replay", "--help"]):
+        out = runner.invoke(app, argv, env={"COLUMNS": "200"}).stdout
+        assert "--help" in out and "<bool>" not in out, out
+    out = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "<str>" in out  # options that take a value still show its type
+
+
+def test_a_missing_data_dir_does_not_suggest_itself(tmp_path):
+    from learners.exceptions import InvalidInputError
+    from stream.adapters import resolve_data_dir
+
+    with pytest.raises(InvalidInputError) as err:
+        resolve_data_dir("../shared/data-nowhere", "pokemon")
+    msg = str(err.value)
+    assert msg.count("shared/data") == 1 and "leave --data-dir out for the bundled sets (train, open_bandit)" in msg
+
+
+def test_readme_quick_start_demo_runs_on_bundled_data():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    demo_lines = [ln for ln in readme.splitlines() if ln.startswith("prefstream demo")]
+    assert demo_lines and demo_lines[0].split("#")[0].split() == ["prefstream", "demo"], demo_lines
+    assert "../shared/data" not in "\n".join(demo_lines)
