@@ -236,7 +236,8 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     all_records: list[dict] = []
     total = None
     try:
-        total = sum(1 for _ in open(inp, "rb")) - (1 if inp.suffix.lower() == ".csv" else 0)
+        with open(inp, "rb") as fh:
+            total = sum(1 for _ in fh) - (1 if inp.suffix.lower() == ".csv" else 0)
     except OSError:
         pass
 

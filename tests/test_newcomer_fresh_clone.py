@@ -359,3 +359,31 @@ def test_readme_quick_start_demo_runs_on_bundled_data():
     demo_lines = [ln for ln in readme.splitlines() if ln.startswith("prefstream demo")]
     assert demo_lines and demo_lines[0].split("#")[0].split() == ["prefstream", "demo"], demo_lines
     assert "../shared/data" not in "\n".join(demo_lines)
+
+
+@pytest.mark.parametrize("d", [1, 3, 12])
+def test_distributional_importance_bars_lay_out_without_a_warning(tmp_path, d):
+    import warnings
+
+    import numpy as np
+
+    from explainers import Explanation
+    from explainers.distributional_plots import plot_importance_bars
+
+    rng = np.random.default_rng(d)
+    expl = Explanation(method="distributional-bernoulli", values=rng.normal(size=d), base_values=0.0,
+                       feature_names=[f"feature_with_a_long_name_{j}" for j in range(d)], model_name="m",
+                       extra={"variance": rng.random(d), "importance": rng.random(d)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Tight layout not applied" was a UserWarning here
+        plot_importance_bars(expl, path=tmp_path / "bars.png")
+    assert (tmp_path / "bars.png").stat().st_size > 0
+
+
+def test_the_report_is_titled_by_what_produced_it(tmp_path):
+    from stream.report import write_report
+
+    write_report(tmp_path / "demo", {"dataset": "train"}, [])
+    write_report(tmp_path / "run", {"input": str(tmp_path / "events.csv")}, [])
+    assert "<h1>prefstream demo report — train</h1>" in (tmp_path / "demo" / "index.html").read_text()
+    assert "<h1>prefstream run report — events.csv</h1>" in (tmp_path / "run" / "index.html").read_text()
