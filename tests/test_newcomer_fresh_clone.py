@@ -387,3 +387,46 @@ def test_the_report_is_titled_by_what_produced_it(tmp_path):
     write_report(tmp_path / "run", {"input": str(tmp_path / "events.csv")}, [])
     assert "<h1>prefstream demo report — train</h1>" in (tmp_path / "demo" / "index.html").read_text()
     assert "<h1>prefstream run report — events.csv</h1>" in (tmp_path / "run" / "index.html").read_text()
+
+
+def test_an_event_feature_no_model_uses_is_warned_once_per_name(tmp_path, caplog, monkeypatch):
+    import json as _json
+    import logging
+
+    monkeypatch.setattr("stream.contract.batch._WARNED_UNKNOWN", set())  # once per process: start afresh
+
+    from stream.batch import run_batch
+    from stream.settings import Settings
+
+    f = tmp_path / "ev.jsonl"
+    f.write_text("".join(_json.dumps({
+        "schema_version": 1, "event_id": f"e{i}", "timestamp": 1700000000 + i,
+        "left": {"features": {"a": float(i), "color": 1.0, "size": 0.0}},
+        "right": {"features": {"a": i + 1.0, "color": 0.0, "size": 2.0}},
+        "outcome": 1}) + "\n" for i in range(40)))
+    s = Settings.load(None, {"models": ["linear-bt"], "feature_names": ["a"]}, environ={})
+    with caplog.at_level(logging.WARNING, logger="stream.contract.batch"):
+        res = run_batch(f, tmp_path / "o.jsonl", settings=s, progress=False, inline_refits=True)
+    assert res.learned == {"linear-bt": 40}
+    got = sorted(r.getMessage() for r in caplog.records if r.name == "stream.contract.batch")
+    assert got == [f"model 'linear-bt' ignores event feature {n!r}: it is not one of its feature_names ['a'] "
+                   "(logged once per feature)" for n in ("color", "size")], got
+
+
+def test_serve_refuses_a_feature_the_model_does_not_use():
+    import types
+
+    from stream.serving.errors import APIError
+    from stream.serving.inputs import candidates, item_vector
+
+    ref = types.SimpleNamespace(features={"a": 1.0, "b": 2.0, "color": 3.0}, id=None)
+    with pytest.raises(APIError) as err:
+        item_vector(ref, ["a", "b"], None, "items[0]")
+    assert (err.value.status, err.value.code, err.value.field, err.value.detail) == (
+        422, "unknown_feature", "items[0].features.color",
+        "items[0].features has features ['color'] that the model does not use (its features: ['a', 'b']); remove them.")
+    req = types.SimpleNamespace(ids=None, items=None, columns=types.SimpleNamespace(
+        feature_names=["a", "b", "color"], rows=[[1, 2, 3]], ids=None))
+    with pytest.raises(APIError) as err:
+        candidates(req, ["a", "b"], None, 10)
+    assert (err.value.code, err.value.field) == ("unknown_feature", "columns.feature_names.color")
