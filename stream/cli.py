@@ -169,7 +169,9 @@ def _require_broker(s) -> None:
 def _require_topics(s, names: list[str]) -> None:
     """End the command with one ``error:`` line and exit 2 unless every topic of ``names`` exists
     (one metadata request, before a worker joins its group: its consumer would otherwise have the
-    broker auto-create a missing input topic with one partition, or wait on it)."""
+    broker auto-create a missing input topic with one partition, or wait on it). ``names`` are the
+    topics a worker reads (and the compacted model topic); output-only topics (dead letters,
+    drift) are not required."""
     from stream.broker import BrokerError, missing_topics
 
     opts = s.kafka_client_options()
@@ -313,8 +315,7 @@ def worker_learn(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _require_broker(s)
-    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models, s.topic_dead_letters,
-                        s.topic_drift])
+    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models])
     with _metrics_port_errors():
         code = run_learner(s, dedupe_window=dedupe_window)
     raise typer.Exit(code)
@@ -339,7 +340,7 @@ def worker_explain(
     s = _settings(config, _with_params(config, o, param))
     _require_broker(s)
     _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_explain_requests, s.topic_items, s.topic_models,
-                        s.topic_explanations, s.topic_dead_letters, s.topic_drift])
+                        s.topic_explanations])
     with _metrics_port_errors():
         code = run_explainer(s)
     raise typer.Exit(code)

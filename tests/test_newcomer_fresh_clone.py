@@ -66,6 +66,10 @@ def test_a_worker_started_before_topics_create_fails_at_once_with_one_line(kafka
     assert lines[0].endswith("do not exist; create them with `prefstream topics create`."), lines
     # nothing was auto-created by a consumer or producer
     assert missing_topics(kafka_bootstrap, list(env.values()), client_options=kafka_options) == list(env.values())
+    read = ["preferences", "clicks", "items", "models"] if role == "learn" else \
+        ["preferences", "clicks", "explain_requests", "items", "models", "explanations"]
+    assert lines[0] == ("error: Topics " + ", ".join(repr(env[f"PREFSTREAM_TOPIC_{k.upper()}"]) for k in read)
+                        + " do not exist; create them with `prefstream topics create`.")
 
 
 TOPIC_KEYS = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters", "drift")
