@@ -80,7 +80,8 @@ def plot_transition_heatmap(expl: Explanation, feature=None, *, ax=None, show_di
     plt = _plt()
     if ax is None:
         k = T.shape[0]
-        _, ax = plt.subplots(figsize=(max(4.8, 1.2 + 0.55 * k), max(3.6, 0.9 + 0.5 * k)))  # room for labels at k = 2
+        _, ax = plt.subplots(figsize=(max(4.8, 1.2 + 0.55 * k), max(3.6, 0.9 + 0.5 * k)),  # room for labels at k = 2
+                             layout="constrained")
     shown = T.copy()
     if not show_diagonal:
         shown[np.arange(len(T)), np.arange(len(T))] = np.nan
@@ -93,7 +94,6 @@ def plot_transition_heatmap(expl: Explanation, feature=None, *, ax=None, show_di
     stay = float(np.trace(T))
     ax.set_title(f"{expl.feature_names[i]}: ι = {1 - stay:.3f}, P(no change) = {stay:.3f}", fontsize=9)
     if path is not None:
-        ax.figure.tight_layout()
         ax.figure.savefig(path, dpi=150, bbox_inches="tight")
     return ax
 
@@ -132,7 +132,9 @@ def plot_importance_bars(expl: Explanation, *, ax=None, max_features: int = 20, 
     order = np.argsort(-imp, kind="stable")[:max_features][::-1]
     plt = _plt()
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 0.9 + 0.35 * len(order)))
+        # constrained layout: the twin axis on top, its label and the title get their room (tight_layout
+        # could not fit them and warned "Tight layout not applied")
+        _, ax = plt.subplots(figsize=(6.5, 1.9 + 0.35 * len(order)), layout="constrained")
     y = np.arange(len(order))
     colors = np.where(mean[order] >= 0, "#d62728", "#1f77b4")
     ax.barh(y, mean[order], color=colors, alpha=0.8, label="mean (standard value)")
@@ -150,6 +152,5 @@ def plot_importance_bars(expl: Explanation, *, ax=None, max_features: int = 20, 
     ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right")
     ax.set_title(expl.method, fontsize=9, pad=28)
     if path is not None:
-        ax.figure.tight_layout()
         ax.figure.savefig(path, dpi=150, bbox_inches="tight")
     return ax

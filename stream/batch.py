@@ -111,6 +111,41 @@ def _row_dead_letter(line: int, why: str, topic: str, offset: int) -> dict:
     return dead_letter_record(None, reason, f"line {line}: {detail}", topic, 0, offset)
 
 
+REPORT_FILES = ("index.html", "summary.json", "records.jsonl")
+
+
+def output_clash(input_path: str | Path, output_path: str | Path, report_dir: str | Path | None = None,
+                 items_path: str | Path | None = None) -> str | None:
+    """Why :func:`run_batch` would overwrite one of its inputs, or ``None`` when it would not.
+
+    The outputs are ``output_path``, its ``.dead-letters.jsonl`` and ``.drift.jsonl`` files and,
+    with ``report_dir``, the report's ``index.html``, ``summary.json``, ``records.jsonl`` and PNG
+    plots; paths are compared after resolving symbolic links and relative paths.
+
+    Examples
+    --------
+    >>> output_clash("a.csv", "./a.csv")
+    "error: the output 'a.csv' is the input file 'a.csv'; writing it would erase the input. Choose another -o."
+    >>> output_clash("a.csv", "b.jsonl") is None
+    True
+    """
+    out = Path(output_path)
+    outs = [(out, "the output", "-o"), (out.with_name(out.stem + ".dead-letters.jsonl"), "the dead-letters file", "-o"),
+            (out.with_name(out.stem + ".drift.jsonl"), "the drift file", "-o")]
+    if report_dir is not None:
+        outs += [(Path(report_dir) / name, "the report file", "--report-dir") for name in REPORT_FILES]
+    for src in (input_path, items_path):
+        if src is None:
+            continue
+        real = Path(src).resolve()
+        for path, what, flag in outs:
+            if path.resolve() == real or (flag == "--report-dir" and real.suffix.lower() == ".png"
+                                          and real.parent == Path(report_dir).resolve()):
+                return (f"error: {what} {str(path if real.suffix.lower() != '.png' else real)!r} is the input file "
+                        f"{str(src)!r}; writing it would erase the input. Choose another {flag}.")
+    return None
+
+
 def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None, kind: str = "preference",
               items_path: str | Path | None = None, progress: bool = True, progress_every: int = 200,
               report_dir: str | Path | None = None, inline_refits: bool = False) -> BatchResult:
@@ -171,6 +206,9 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         raise InvalidParameterError(f"Input file {str(inp)!r} does not exist.")
     if not inp.is_file():
         raise InvalidParameterError(f"Input {str(inp)!r} is not a file; pass a .jsonl or .csv file.")
+    clash = output_clash(inp, out, report_dir, items_path)
+    if clash is not None:
+        raise InvalidParameterError(clash.removeprefix("error: "))
     if out.is_dir():
         raise InvalidParameterError(f"Output {str(out)!r} is a directory; pass a file path such as {str(out / 'explanations.jsonl')!r}.")
     settings = settings or Settings.load()
@@ -198,7 +236,8 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     all_records: list[dict] = []
     total = None
     try:
-        total = sum(1 for _ in open(inp, "rb")) - (1 if inp.suffix.lower() == ".csv" else 0)
+        with open(inp, "rb") as fh:
+            total = sum(1 for _ in fh) - (1 if inp.suffix.lower() == ".csv" else 0)
     except OSError:
         pass
 
@@ -282,14 +321,16 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     if drift:
         with open(out.with_name(out.stem + ".drift.jsonl"), "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in drift)
+    if res.records == 0:
+        log.warning("no records in %s", inp)
     for name, n in res.learned.items():
-        if n == 0:
+        if n == 0 and res.records:
             log.warning("model %r learned no event (see %s for why)", name, dead_path)
-        elif res.final[name].get("accuracy") is None and not inline_refits and hasattr(res.learners[name], "refit"):
+        elif n and res.final[name].get("accuracy") is None and not inline_refits and hasattr(res.learners[name], "refit"):
             log.warning("model %r scored and explained none of the %d events: its first fit ran in the background "
                         "and finished after the last event; `prefstream run --inline-refits` fits where each refit "
                         "is triggered (slower, reproducible)", name, n)
-    if not res.explanations:
+    if not res.explanations and res.records:
         log.warning("no explanation was produced: raise --sample-rate (now %s) or check the dead letters in %s",
                     settings.explain_sample_rate, dead_path)
     if report_dir is not None:

@@ -19,7 +19,9 @@ environment variables ``PREFSTREAM_<SETTING>`` > the config file (``--config`` o
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import sys
 from typing import Any, List, Optional
 
@@ -36,6 +38,46 @@ worker_app = typer.Typer(no_args_is_help=True, help="Run a worker.")
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(worker_app, name="worker")
+
+def _flags_without_type() -> None:
+    """Help shows ``--quiet`` and ``--help``, not ``--quiet <bool>`` (typer ≥ 0.2x labels every option
+    with its type, flags included; a flag takes no value)."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_prefstream", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich._prefstream = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_flags_without_type()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("prefstream")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"prefstream {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                            help="Print the version and exit.")):
+    """prefstream: learn preferences from Kafka streams and explain them."""
+
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML or JSON settings file (default $PREFSTREAM_CONFIG).")
 BootstrapOpt = typer.Option(None, "--bootstrap", "-b", help="Kafka bootstrap servers host:port[,host:port].")
@@ -122,6 +164,41 @@ def _require_broker(s) -> None:
     except BrokerError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+def _require_topics(s, names: list[str]) -> None:
+    """End the command with one ``error:`` line and exit 2 unless every topic of ``names`` exists
+    (one metadata request, before a worker joins its group: its consumer would otherwise have the
+    broker auto-create a missing input topic with one partition, or wait on it). ``names`` are the
+    topics a worker reads (and the compacted model topic); output-only topics (dead letters,
+    drift) are not required."""
+    from stream.broker import BrokerError, missing_topics
+
+    opts = s.kafka_client_options()
+    opts.pop("client_id", None)
+    try:
+        missing = missing_topics(s.bootstrap_servers, names, client_options=opts)
+    except BrokerError as exc:
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(1) from None
+    if missing:
+        which = (f"Topic {missing[0]!r} does not exist; create it" if len(missing) == 1 else
+                 f"Topics {', '.join(map(repr, missing))} do not exist; create them")
+        typer.echo(f"error: {which} with `prefstream topics create`.", err=True)
+        raise typer.Exit(2)
+
+
+@contextlib.contextmanager
+def _metrics_port_errors():
+    """A worker's metrics port in use ends the command as one ``error:`` line and exit 2 (the
+    worker binds it before it joins its group)."""
+    from stream.metrics import MetricsPortError
+
+    try:
+        yield
+    except MetricsPortError as exc:
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(2) from None
 
 
 # ------------------------------------------------------------------------------ broker
@@ -238,7 +315,10 @@ def worker_learn(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _require_broker(s)
-    raise typer.Exit(run_learner(s, dedupe_window=dedupe_window))
+    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models])
+    with _metrics_port_errors():
+        code = run_learner(s, dedupe_window=dedupe_window)
+    raise typer.Exit(code)
 
 
 @worker_app.command("explain")
@@ -259,7 +339,11 @@ def worker_explain(
     o["explain_sample_rate"] = sample_rate if sample_rate is not None else o.get("explain_sample_rate")
     s = _settings(config, _with_params(config, o, param))
     _require_broker(s)
-    raise typer.Exit(run_explainer(s))
+    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_explain_requests, s.topic_items, s.topic_models,
+                        s.topic_explanations])
+    with _metrics_port_errors():
+        code = run_explainer(s)
+    raise typer.Exit(code)
 
 
 # ------------------------------------------------------------------------------ serve
@@ -310,12 +394,16 @@ def replay_cmd(
     set_: Optional[List[str]] = SetOpt,
 ):
     """Send FILE as contract records; print sent, skipped and failed counts, and one line per failure reason."""
-    from stream.replay import replay
+    from stream.replay import ReplayInterrupted, replay
 
     s = _settings(config, {"bootstrap_servers": bootstrap, "max_request_bytes": max_request_bytes, **_parse_sets(set_)})
     dest = topic or {"preference": s.topic_preferences, "click": s.topic_clicks, "item": s.topic_items}.get(kind)
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
+        raise typer.Exit(2)
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        typer.echo(f"error: --rate must be a positive number of events per second (omit it for as fast as "
+                   f"possible); got {rate:g}.", err=True)
         raise typer.Exit(2)
     _require_broker(s)
     opts = {**s.kafka_client_options(), **s.producer_options()}
@@ -325,6 +413,10 @@ def replay_cmd(
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    except ReplayInterrupted as stop:
+        r = stop.result
+        typer.echo(f"interrupted: sent={r.sent} skipped={r.skipped} failed={r.failed}", err=True)
+        raise typer.Exit(130) from None
     typer.echo(f"sent={res.sent} skipped={res.skipped} failed={res.failed}")
     if not progress:  # with the bar, replay printed them as it went
         for line, why in res.skipped_lines[:20]:
@@ -334,6 +426,10 @@ def replay_cmd(
     for line in res.failure_summary():
         typer.echo(line, err=True)
     if res.failed:
+        raise typer.Exit(1)
+    if res.sent == 0:  # nothing to replay is a mistake to report, not a success
+        typer.echo(f"error: no records in {file}." if res.skipped == 0 else
+                   f"error: nothing sent: all {res.skipped} records of {file} were skipped (reasons above).", err=True)
         raise typer.Exit(1)
 
 
@@ -384,8 +480,16 @@ def run_cmd(
     """Learn and explain a file without Kafka (same learners, explainers, micro-batches and records as the workers)."""
     from pathlib import Path
 
-    from stream.batch import run_batch
+    from stream.batch import output_clash, run_batch
     from stream.replay import sniff_kind
+
+    if kind not in ("preference", "click"):
+        typer.echo(f"error: --kind must be preference or click; got {kind!r}.", err=True)
+        raise typer.Exit(2)
+    clash = output_clash(input, output, report_dir, items)
+    if clash is not None:  # before anything opens a file for writing (the input would be truncated)
+        typer.echo(clash, err=True)
+        raise typer.Exit(2)
 
     if kind == "preference" and sniff_kind(input) == "click":
         typer.echo(f"error: {Path(input).name} holds click sessions (session_id, shown, clicked), not preference "

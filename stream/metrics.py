@@ -101,6 +101,7 @@ __all__ = [
     "METRIC_NAMES",
     "METRIC_TYPES",
     "Metrics",
+    "MetricsPortError",
     "REFIT_BUCKETS",
     "SERVE_BUCKETS",
     "build_metrics",
@@ -330,6 +331,10 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
     )
 
 
+class MetricsPortError(InvalidParameterError, OSError):
+    """The metrics port cannot be bound (taken, or not allowed): a user's choice to change, not a crash."""
+
+
 def start_metrics_server(port: int | None, registry: CollectorRegistry, addr: str = "127.0.0.1"):
     """Serve ``registry`` at ``http://addr:port/metrics`` from a daemon thread.
 
@@ -347,8 +352,8 @@ def start_metrics_server(port: int | None, registry: CollectorRegistry, addr: st
 
     Raises
     ------
-    OSError
-        If the port is taken (the message names the setting to change).
+    MetricsPortError
+        (an ``OSError``) If the port is taken (the message names the setting to change).
     """
     if not port:
         return None
@@ -357,6 +362,6 @@ def start_metrics_server(port: int | None, registry: CollectorRegistry, addr: st
     try:
         start_http_server(int(port), addr=addr, registry=registry)
     except OSError as exc:
-        raise OSError(f"Cannot serve metrics on {addr}:{port}: {exc}. Pick another port with --metrics-port "
+        raise MetricsPortError(f"Cannot serve metrics on {addr}:{port}: {exc}. Pick another port with --metrics-port "
                       "(PREFSTREAM_METRICS_PORT) or 0 to disable.") from None
     return int(port)

@@ -58,7 +58,7 @@ from typing import Any, Iterator
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError, check_param
 from stream.contract import SCHEMA_VERSION, DeadLetter, validate_record
 
-__all__ = ["BrokerUnavailable", "ReplayResult", "TokenBucket", "iter_records", "replay", "sniff_kind"]
+__all__ = ["BrokerUnavailable", "ReplayInterrupted", "ReplayResult", "TokenBucket", "iter_records", "replay", "sniff_kind"]
 
 _KINDS = ("preference", "click", "item")
 _KEY_FIELD = {"preference": "event_id", "click": "session_id", "item": "item_id"}
@@ -73,6 +73,14 @@ _FAILURE_HINTS = {
 
 class BrokerUnavailable(PrefstreamError, ConnectionError):
     """No Kafka broker answered at the bootstrap address."""
+
+
+class ReplayInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`replay`; ``result`` counts what was sent (delivered) before it."""
+
+    def __init__(self, result: "ReplayResult") -> None:
+        super().__init__(f"interrupted after sending {result.sent} records")
+        self.result = result
 
 
 @dataclass
@@ -569,6 +577,10 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
         if bar is not None:
             bar.update(pending_bar)
         sender.flush()
+    except KeyboardInterrupt:  # Ctrl-C: deliver what was queued (5 s at most) and say how much went out
+        sender.flush(5)
+        res.sent = sender.delivered
+        raise ReplayInterrupted(res) from None
     finally:
         res.seconds = time.perf_counter() - t0
         if bar is not None:

@@ -35,7 +35,7 @@ import numpy as np
 from explainers._result import Explanation
 from learners.exceptions import InvalidInputError
 
-__all__ = ["combine_records", "rebuild_report", "write_report"]
+__all__ = ["combine_records", "rebuild_report", "report_title", "write_report"]
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def combine_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
 # --------------------------------------------------------------------------- plots
 def _progress_plot(progress: list[Mapping], path: Path) -> None:
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
     by_model: dict[str, list] = defaultdict(list)
     for p in progress:
         by_model[p["model"]].append(p)
@@ -124,7 +124,6 @@ def _progress_plot(progress: list[Mapping], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("Progressive validation (predict, then learn)")
-    fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -133,11 +132,10 @@ def _mean_abs_bars(expl: Explanation, path: Path) -> None:
     plt = _plt()
     ma = expl.mean_abs()
     names = list(ma)[:20][::-1]
-    fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(names) + 1.3))
+    fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(names) + 1.3), layout="constrained")
     ax.barh(names, [ma[n] for n in names], color="#4c72b0")
     ax.set_xlabel("mean |value|")
     ax.set_title(f"{expl.method} — {expl.n_instances} explanations ({expl.model_name} v{expl.model_version})")
-    fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -197,6 +195,22 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return "nan" if not math.isfinite(v) else f"{v:.4g}"
     return html.escape(str(v))
+
+
+def report_title(summary: Mapping[str, Any]) -> str:
+    """The report's title, named after what produced the run: ``prefstream demo report — pokemon``
+    (a demo summary names its ``dataset``) or ``prefstream run report — events.csv`` (its ``input``).
+
+    Examples
+    --------
+    >>> report_title({"dataset": "train"}), report_title({"input": "/data/events.csv"})
+    ('prefstream demo report — train', 'prefstream run report — events.csv')
+    """
+    if summary.get("dataset"):
+        return f"prefstream demo report — {summary['dataset']}"
+    if summary.get("input"):
+        return f"prefstream run report — {Path(str(summary['input'])).name}"
+    return "prefstream report"
 
 
 def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> Path:
@@ -272,12 +286,13 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
         sections.append(f"<h2>{html.escape(method)} <small>({html.escape(model)}, {expl.n_instances} explanations, "
                         f"model v{expl.model_version}, {lat:.1f} ms each on average)</small></h2><p>Top features: {html.escape(top)}</p>"
                         + "".join(figs))
+    title = html.escape(report_title(summary))
     page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>prefstream report — {html.escape(str(summary.get('dataset', '')))}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}
 figure{{display:inline-block;margin:.5em;vertical-align:top;max-width:100%}} img{{max-width:100%;border:1px solid #ddd}}
 table{{border-collapse:collapse}} th,td{{border:1px solid #ddd;padding:.2em .6em;text-align:left}} .note{{color:#a00}}</style>
-</head><body><h1>prefstream run report</h1>
+</head><body><h1>{title}</h1>
 <table>{rows}</table>
 {''.join(sections)}
 <script>

@@ -63,7 +63,7 @@ def _default_state_dir() -> str:
     return str(Path(cache) / "state")
 
 
-# kinds: "str", "opt_str", "int", "float", "list", "opt_list", "dict", "choice", "opt_choice"
+# kinds: "str", "hostports" (host:port[,host:port]), "opt_str", "int", "float", "list", "opt_list", "dict", "choice", "opt_choice"
 def _f(default: Any, doc: str, kind: str, *, lo: float | None = None, hi: float | None = None,
        lo_open: bool = False, choices: tuple = (), secret: bool = False, factory=None, aliases: tuple = ()):
     meta = {"doc": doc, "kind": kind, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices, "secret": secret,
@@ -85,7 +85,7 @@ class Settings:
 
     # ----------------------------------------------------------------- Kafka connection
     bootstrap_servers: str = _f("127.0.0.1:9092", "Comma-separated host:port list of Kafka brokers "
-                                "(also read from PREFSTREAM_BOOTSTRAP, as deploy/ and stream.broker do).", "str",
+                                "(also read from PREFSTREAM_BOOTSTRAP, as deploy/ and stream.broker do).", "hostports",
                                 aliases=("PREFSTREAM_BOOTSTRAP",))
     security_protocol: str = _f("PLAINTEXT", "Kafka security protocol.", "choice",
                                 choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
@@ -416,8 +416,7 @@ def _coerce(f, v: Any, src: str) -> Any:
     def bad(expected: str):
         shown = "***" if m["secret"] else repr(v)
         return InvalidParameterError(
-            f"The {f.name!r} setting must be {expected}. Got {shown} instead (from {src}"
-            + (f"; environment variable {Settings.env_var(f.name)}" if src.startswith("config file") else "") + ").")
+            f"The {f.name!r} setting must be {expected}. Got {shown} instead (from {src}).")
 
     if v is None and (kind.startswith("opt_")):
         return None
@@ -425,6 +424,12 @@ def _coerce(f, v: Any, src: str) -> Any:
         if not isinstance(v, str) or not v:
             raise bad("a non-empty string")
         return v
+    if kind == "hostports":
+        servers = [x.strip() for x in v.split(",")] if isinstance(v, str) else []
+        if not servers or not all(h and p.isdigit() and 0 < int(p) < 65536
+                                  for h, _, p in (x.rpartition(":") for x in servers)):
+            raise bad("a comma-separated list of host:port (e.g. '127.0.0.1:9092')")
+        return ",".join(servers)
     if kind in ("choice", "opt_choice"):
         hit = [c for c in m["choices"] if isinstance(v, str) and c.upper() == v.upper()]
         if not hit:

@@ -84,11 +84,12 @@ def test_a_bad_flag_value_names_the_command_line_not_the_environment():
     assert res.exit_code == 2 and "from the command line (a flag or --set)" in res.output
 
 
-def test_a_bad_file_value_still_names_the_environment_variable_that_overrides_it(tmp_path):
+def test_a_bad_file_value_names_only_the_config_file(tmp_path):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"explain_sample_rate": 2}))
-    with pytest.raises(InvalidParameterError, match=r"from config file .*; environment variable PREFSTREAM_EXPLAIN_SAMPLE_RATE\)"):
+    with pytest.raises(InvalidParameterError) as err:
         Settings.load(cfg, {}, environ={})
+    assert str(err.value).endswith(f"Got 2.0 instead (from config file {cfg}).")  # no environment variable never set
 
 
 @pytest.mark.parametrize("argv", [

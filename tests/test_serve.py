@@ -150,6 +150,9 @@ def guarded(kafka_bootstrap, kafka_options, tmp_path_factory):
         # readiness before any snapshot: 503 naming both models
         r = srv.client.get("/readyz")
         assert r.status_code == 503 and sorted(r.json()["missing"]) == ["capacity", "linear-bt"]
+        assert r.json()["loading"] == []
+        # one line once the socket accepts (printed before the first request is answered)
+        assert f"serving on http://127.0.0.1:{srv.port} (models: linear-bt, capacity)\n" in srv.log.read_text()
         lin, cap = trained_models()
         producer = KafkaProducer(acks="all", **kafka_options)
         for k, v in item_records(20):
@@ -273,7 +276,7 @@ def test_bad_compare_and_explain_input(guarded):
         ("/v1/compare", {"model": "capacity", "left": {}, "right": {"id": "i1"}}, 422, "malformed", "left"),
         ("/v1/compare", {"model": "capacity", "left": {"features": {"a": 1, "b": 2, "c": -3e15}}, "right": {"id": "i1"}},
          422, "out_of_range", "left.features.c"),
-        ("/v1/explain", {"model": "gpm", "left": {"id": "i1"}, "right": {"id": "i2"}}, 503, "not_loaded", "model"),
+        ("/v1/explain", {"model": "gpm", "left": {"id": "i1"}, "right": {"id": "i2"}}, 404, "not_served", "model"),
         ("/v1/explain", {"model": "capacity", "method": "distributional-categorical", "left": {"id": "i1"},
                          "right": {"id": "i2"}}, 404, "unknown_method", "method"),   # a click-session method
     ]
@@ -281,6 +284,9 @@ def test_bad_compare_and_explain_input(guarded):
         r = c.post(path, json=body)
         assert (r.status_code, r.json()["error"], r.json()["field"]) == (status, code, field), (path, body, r.text)
     assert c.get("/v1/nowhere").status_code == 404 and c.get("/v1/nowhere").json()["error"] == "not_found"
+    detail = c.post("/v1/rank", json={"model": "gpm", "ids": ["i1"]}).json()["detail"]
+    assert detail == ("Model 'gpm' is not served here; this server's models are ['linear-bt', 'capacity'] "
+                      "(start it with --models to serve others).")
 
 
 def test_explain_past_the_deadline_is_a_504_with_what_was_spent(guarded):

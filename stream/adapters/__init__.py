@@ -67,7 +67,8 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None, subdir: str | No
     if data_dir:
         if not Path(data_dir).is_dir():
             raise InvalidInputError(f"--data-dir {str(data_dir)!r} is not a directory. Pass the directory that holds "
-                                    "the data sets' folders (e.g. ../shared/data).")
+                                    "the data sets' folders (pokemon/, tennis_atp/ …), or leave --data-dir out for "
+                                    "the bundled sets (train, open_bandit).")
         candidates.append(Path(data_dir))
     if os.environ.get("PREFSTREAM_DATA_DIR"):
         candidates.append(Path(os.environ["PREFSTREAM_DATA_DIR"]))

@@ -55,6 +55,7 @@ from stream.broker.topics import (  # noqa: F401
     TopicSpec,
     create_topics,
     describe_topic_configs,
+    missing_topics,
     topic_max_message_bytes,
 )
 
@@ -76,6 +77,7 @@ __all__ = [
     "describe_topic_configs",
     "kafka_client_options",
     "local_bootstrap",
+    "missing_topics",
     "start_broker",
     "stop_broker",
     "topic_max_message_bytes",

@@ -11,7 +11,7 @@ from stream.broker.lifecycle import BrokerError
 from stream.broker.options import _client_options
 
 __all__ = ["MODEL_SNAPSHOT_MAX_BYTES", "TOPICS", "TopicSpec", "create_topics", "describe_topic_configs",
-           "topic_max_message_bytes"]
+           "missing_topics", "topic_max_message_bytes"]
 
 #: Largest model snapshot the model topic accepts, in bytes (8 MiB).
 MODEL_SNAPSHOT_MAX_BYTES = 8_388_608
@@ -189,6 +189,40 @@ def create_topics(
     finally:
         admin.close()
     return result
+
+
+def missing_topics(
+    bootstrap: str | None,
+    names: list[str] | tuple[str, ...],
+    client_options: Mapping[str, Any] | None = None,
+    timeout: float = 10,
+) -> list[str]:
+    """The topics of ``names`` that do not exist, in the given order (one metadata request).
+
+    A worker calls it before it joins its group: a consumer subscribed to a missing topic would
+    have the broker auto-create it (with one partition) or wait on it.
+
+    Raises
+    ------
+    BrokerError
+        If the broker cannot be reached.
+    """
+    from kafka.admin import KafkaAdminClient
+
+    opts = _client_options(bootstrap, client_options)
+    timeout_ms = int(timeout * 1000)
+    try:
+        admin = KafkaAdminClient(client_id="prefstream-admin", request_timeout_ms=timeout_ms,
+                                 bootstrap_timeout_ms=timeout_ms, **opts)
+    except Exception as exc:
+        raise BrokerError(f"Cannot connect to Kafka at {opts['bootstrap_servers']} to list topics: {exc!r}.") from exc
+    try:
+        present = set(admin.list_topics())
+    except Exception as exc:
+        raise BrokerError(f"Kafka at {opts['bootstrap_servers']} did not list its topics: {exc!r}.") from exc
+    finally:
+        admin.close()
+    return [n for n in dict.fromkeys(names) if n not in present]
 
 
 def describe_topic_configs(

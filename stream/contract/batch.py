@@ -35,6 +35,7 @@ learner core's time on Pokémon duels (26 features a side) before.
 
 from __future__ import annotations
 
+import logging
 from operator import itemgetter
 from typing import Any, Sequence
 
@@ -56,6 +57,21 @@ from stream.contract.preference import _PREF_KEYS, _REF_KEYS
 __all__ = ["BatchArrays", "decode", "learner_arrays", "parse_batch"]
 
 _ORJSON_ERROR = orjson.JSONDecodeError
+
+log = logging.getLogger(__name__)
+
+#: ``(model, feature)`` pairs already warned about: an event feature a model does not use is logged
+#: once per name and process (then ignored, as ``learn_one`` ignores it)
+_WARNED_UNKNOWN: set[tuple[str, str]] = set()
+
+
+def _warn_unknown_features(model: str, feature_names: Sequence[str], features: dict) -> None:
+    known = set(feature_names)
+    for name in features:
+        if name not in known and (model, name) not in _WARNED_UNKNOWN:
+            _WARNED_UNKNOWN.add((model, name))
+            log.warning("model %r ignores event feature %r: it is not one of its feature_names %s (logged once "
+                        "per feature)", model, name, list(feature_names)[:20])
 
 
 def decode(raw: Any, max_bytes: int) -> Any:
@@ -267,10 +283,12 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
 
     A row whose items lack one of ``feature_names`` (or whose context lacks one of
     ``context_names``) is rejected with a one-line reason; extra features are ignored, as in
-    ``learn_one``. Feature values are already finite floats (the contract checked them).
+    ``learn_one``, and logged (a warning once per model and feature name). Feature values are
+    already finite floats (the contract checked them).
     """
     gl = _getter(feature_names)
     gc = _getter(context_names) if context_names else None
+    d = len(feature_names)
     rows, L, R, C, rejected = [], [], [], [], {}
     for i, ex in enumerate(examples):
         where = "feature"
@@ -284,12 +302,13 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
             have = sorted(ex.left) if where == "feature" else sorted(ex.context or {})
             rejected[i] = f"model {model!r} expects {where} {exc.args[0]!r}; the event has {have[:10]}"
             continue
+        if len(ex.left) > d or len(ex.right) > d:  # features the model does not use: say so, once per name
+            _warn_unknown_features(model, feature_names, {**ex.left, **ex.right})
         rows.append(i)
         L.append(left)
         R.append(right)
         if gc is not None:
             C.append(ctx)
-    d = len(feature_names)
     XL = np.array(L, dtype=np.float64).reshape(len(rows), d)
     XR = np.array(R, dtype=np.float64).reshape(len(rows), d)
     XC = np.array(C, dtype=np.float64).reshape(len(rows), len(context_names)) if gc is not None else None

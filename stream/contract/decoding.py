@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from stream.contract.reasons import SCHEMA_VERSION, DeadLetter
-from stream.contract.schemas import _json_type
+from stream.contract.schemas import TIMESTAMP_FORMS, _json_type
 
 _DEFAULT_MAX_BYTES = 1_048_576
 
@@ -109,8 +109,7 @@ def _timestamp(v: Any, where: str = "timestamp") -> float:
         try:
             dt = datetime.fromisoformat(v)
         except ValueError:
-            raise DeadLetter("schema_violation", f"'{where}' must be unix seconds or an ISO-8601 date-time "
-                                                 f"such as '2024-05-01T12:00:00Z'; got {v!r}.") from None
+            raise DeadLetter("schema_violation", f"'{where}' must be {TIMESTAMP_FORMS}; got {v!r}.") from None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=timezone.utc)
         return dt.timestamp()

@@ -67,6 +67,9 @@ def _json_type(v: Any) -> str:
     return type(v).__name__
 
 
+#: The forms a ``timestamp`` takes (the schema's ``anyOf``), as the dead-letter details name them.
+TIMESTAMP_FORMS = "unix seconds (a number) or an ISO-8601 date-time such as '2024-05-01T12:00:00Z'"
+
 # ------------------------------------------------------------- jsonschema → reason
 _REASON_RANK = {"missing_field": 0, "wrong_type": 1, "invalid_outcome": 2, "schema_violation": 3}
 
@@ -81,6 +84,8 @@ def _classify_one(err) -> tuple[str, str]:
         return "missing_field", f"{_path(err)}: {err.message}"
     if path and path[0] == "outcome":
         return "invalid_outcome", f"'outcome' must be 1 (left preferred), -1 (right preferred) or 0 (indifferent); got {err.instance!r}."
+    if path and path[-1] == "timestamp" and isinstance(err.instance, str):  # not "is too short": say what it is
+        return "schema_violation", f"'{_path(err)}' must be {TIMESTAMP_FORMS}; got {_short(err.instance)}."
     if err.validator in ("anyOf", "oneOf") and err.context:
         if all(sub.validator == "required" for sub in err.context):
             return "missing_field", f"{_path(err)}: needs one of " + " or ".join(

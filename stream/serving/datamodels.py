@@ -151,6 +151,8 @@ class HealthResponse(BaseModel):
 class ReadyResponse(BaseModel):
     ready: bool
     missing: list[str] = Field(..., description="Configured models without a loaded snapshot.")
+    loading: list[str] = Field(..., description="Those of `missing` whose snapshot was read and is being loaded "
+                                                "(the others have none published yet).")
     catalog_caught_up: bool
     models_caught_up: bool
 

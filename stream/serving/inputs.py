@@ -2,7 +2,8 @@
 
 Every value must be finite and within ±:data:`stream.contract.MAX_ABS_VALUE` (the bound the
 event contract dead-letters as ``out_of_range``); a refusal names the JSON path of the first
-offending value (``columns.rows[3][7]``, ``items[2].features.hp``, ``context.age``).
+offending value (``columns.rows[3][7]``, ``items[2].features.hp``, ``context.age``). A feature the
+model does not use is refused too (422 ``unknown_feature``), never silently dropped.
 """
 
 from __future__ import annotations
@@ -37,8 +38,17 @@ def _vector(feats: dict, names: Sequence[str], where: str, what: str = "features
         miss = [k for k in names if k not in feats]
         raise APIError(422, "missing_feature", f"{where} lacks {what} {miss[:5]} of the model "
                                                f"(it needs {list(names)}).", field=f"{where}.{miss[0]}") from None
+    if len(feats) > len(names):  # nothing a request names is silently dropped
+        _refuse_unknown([k for k in feats if k not in set(names)], names, where, what)
     check_bounds(x, lambda i: f"{where}.{names[i[0]]}")
     return x
+
+
+def _refuse_unknown(extra: list, names: Sequence[str], where: str, what: str = "features") -> None:
+    """422 ``unknown_feature`` naming the first of ``extra`` and the model's ``names``."""
+    if extra:
+        raise APIError(422, "unknown_feature", f"{where} has {what} {extra[:5]} that the model does not use "
+                                               f"(its {what}: {list(names)}); remove them.", field=f"{where}.{extra[0]}")
 
 
 def context_vector(context: dict | None, names: Sequence[str]) -> np.ndarray | None:
@@ -102,6 +112,7 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
         cols = req.columns
         pos = {k: j for j, k in enumerate(cols.feature_names)}
         miss = [k for k in names if k not in pos]
+        _refuse_unknown([k for k in cols.feature_names if k not in set(names)], names, "columns.feature_names")
         if miss:
             raise APIError(422, "missing_feature", f"columns.feature_names lacks {miss[:5]} of the model "
                                                    f"(it needs {list(names)}).", field="columns.feature_names")

@@ -12,7 +12,8 @@ def run_server(settings, log_level: str | None = None) -> int:
 
     One process runs the app built here; with ``serve_workers > 1`` uvicorn forks that many
     processes, each building its own app (:func:`stream.serving.app.app_from_env`) and following
-    the topics itself.
+    the topics itself. Once the socket listens it prints one line,
+    ``serving on http://HOST:PORT (models: …)``.
     """
     import signal
     import sys
@@ -29,9 +30,28 @@ def run_server(settings, log_level: str | None = None) -> int:
     # uvicorn shuts down gracefully on SIGTERM and then re-raises the signal to the handler it found:
     # make that a clean exit (status 0), as the workers end on SIGTERM
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    models = ", ".join(settings.serve_models if settings.serve_models is not None else settings.models) or "none"
+
+    def announce(port: int) -> None:
+        host = settings.serve_host if ":" not in settings.serve_host else f"[{settings.serve_host}]"
+        print(f"serving on http://{host}:{port} (models: {models})", flush=True)
+
     if settings.serve_workers > 1:
+        from uvicorn.supervisors import Multiprocess
+
         export_settings(settings)
-        uvicorn.run("stream.serving.app:app_from_env", factory=True, workers=settings.serve_workers, **opts)
+        config = uvicorn.Config("stream.serving.app:app_from_env", factory=True, workers=settings.serve_workers, **opts)
+        sock = config.bind_socket()  # listening from here on: the workers accept on it
+        announce(sock.getsockname()[1])
+        Multiprocess(config, sockets=[sock]).run()
     else:
-        uvicorn.run(create_app(settings), **opts)
+        class _Server(uvicorn.Server):
+            def _log_started_message(self, listeners) -> None:  # bound and accepting
+                super()._log_started_message(listeners)
+                announce(listeners[0].getsockname()[1])
+
+        server = _Server(uvicorn.Config(create_app(settings), **opts))
+        server.run()
+        if not server.started:
+            return 3  # uvicorn's startup failure (its one error line is logged)
     return 0

@@ -28,6 +28,7 @@ from stream.serving.catalog import CatalogMatrix
 from stream.serving.errors import APIError
 from stream.serving.inputs import candidates, context_vector, item_vector
 from stream.serving.scoring import Scorer, scorer_for
+from stream.workers._snapshot import parse_snapshot_key
 from stream.workers.live_models import LiveModels, ModelVersion
 
 __all__ = ["DEFAULT_METHODS", "WARM_WINDOW_S", "ServeState"]
@@ -71,6 +72,8 @@ class ServeState:
         self._tasks: list[asyncio.Task] = []
         self._loader: ThreadPoolExecutor | None = None
         self.item_errors = 0
+        #: models with a snapshot read from the model topic (loaded, or still loading)
+        self.published: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -81,8 +84,12 @@ class ServeState:
         # snapshots are decoded, loaded (torch imported on the first GPM) and merged in one thread, in
         # topic order, so that the event loop keeps answering; the swap itself is one assignment
         loader = self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-models")
-        self.followers = [TopicFollower(s, s.topic_models, lambda k, v, p, o: loader.submit(self.live.on_snapshot, k, v),
-                                        "serve-models"),
+        def on_snapshot(key, value, partition=None, offset=None) -> None:  # noqa: ARG001
+            if value is not None:  # read; loaded once the loader thread gets to it
+                self.published.add(parse_snapshot_key(key)[0])
+            loader.submit(self.live.on_snapshot, key, value)
+
+        self.followers = [TopicFollower(s, s.topic_models, on_snapshot, "serve-models"),
                           TopicFollower(s, s.topic_items, self.on_item, "serve-items")]
         self._tasks = [asyncio.ensure_future(f.run()) for f in self.followers]
 
@@ -109,16 +116,38 @@ class ServeState:
             self.item_errors += 1
 
     # ------------------------------------------------------------------ models
+    def loading(self) -> list[str]:
+        """Models whose snapshot was read from the model topic but is not loaded yet."""
+        return sorted(m for m in self.published if self.live.get(m) is None)
+
     def version(self, name: str) -> ModelVersion:
-        """The current version of ``name``; 404 if no such model is registered, 503 before its first snapshot."""
+        """The current version of ``name``.
+
+        404 ``unknown_model`` if no such model is registered, 404 ``not_served`` for a registered
+        model this server is not configured for (none of its snapshots read), 503 ``not_loaded``
+        before its first snapshot is loaded: the message says whether it is loading, whether the
+        model topic is still being read, or whether no snapshot was published.
+        """
         mv = self.live.get(name)
         if mv is not None:
             return mv
         if name not in registry.models():
             raise APIError(404, "unknown_model", f"Unknown model {name!r}; registered: {registry.models()}.",
                            field="model")
-        raise APIError(503, "not_loaded", f"Model {name!r} has no loaded snapshot yet (a learner worker publishes "
-                                          f"it on {self.settings.topic_models}).", field="model")
+        topic = self.settings.topic_models
+        caught = bool(self.followers) and self.followers[0].caught_up.is_set()
+        if name in self.published:
+            raise APIError(503, "not_loaded", f"Model {name!r} is loading (its snapshot was read from {topic}); "
+                                              "retry in a few seconds.", field="model")
+        if name not in self.required:
+            raise APIError(404, "not_served", f"Model {name!r} is not served here; this server's models are "
+                                              f"{self.required} (start it with --models to serve others).",
+                           field="model")
+        if not caught:
+            raise APIError(503, "not_loaded", f"Model {name!r} is not loaded yet: the server is still reading "
+                                              f"{topic}.", field="model")
+        raise APIError(503, "not_loaded", f"Model {name!r} has no published snapshot on {topic} yet (a learner "
+                                          f"worker running it publishes one).", field="model")
 
     @staticmethod
     def scorer(mv: ModelVersion) -> Scorer:
@@ -350,4 +379,5 @@ class ServeState:
         models_caught = bool(caught) and caught[0]
         items_caught = len(caught) > 1 and caught[1]
         return {"ready": not missing and models_caught and items_caught, "missing": missing,
+                "loading": [m for m in missing if m in self.published],
                 "catalog_caught_up": items_caught, "models_caught_up": models_caught}

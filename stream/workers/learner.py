@@ -65,6 +65,11 @@ class LearnerLoop(ConsumerLoop):
     def ready_line(self) -> str:
         return f"group {self.settings.consumer_group}, models {self.core.models}"
 
+    def stopped_line(self) -> str:
+        learned = {m: t["learned"] for m, t in self.core.tally.items()}
+        per_model = ", ".join(f"{m} {n}" for m, n in learned.items())
+        return f"{max(learned.values(), default=0)} events learned ({per_model}); {super().stopped_line()}"
+
     def done_offset(self, tp) -> int | None:
         st = self.core.sources.get(source_name(tp.topic, tp.partition))
         return None if st is None else st.next_offset

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import Any, Sequence
 
@@ -64,6 +65,9 @@ log = logging.getLogger(__name__)
 
 #: Event-id hashes remembered per model and source (64-bit each, ≈ 32 KiB in a snapshot).
 DEFAULT_DEDUPE_WINDOW = 4096
+
+#: At most one "duplicate events skipped" INFO line per this many seconds.
+DUPLICATE_LOG_SECONDS = 10.0
 
 #: Events over which the progressive ROC AUC is computed exactly (river.metrics.RollingROCAUC).
 AUC_WINDOW = 10_000
@@ -143,6 +147,7 @@ class LearnerCore(RefitScheduling):
         self._learned_below: dict[str, int] = {}
         #: per model, examples learned / dead-lettered / dropped as duplicates (prefstream run's summary)
         self.tally = {m: {"learned": 0, "dead_letters": 0, "duplicates": 0} for m in self.models}
+        self._dup_logged_at, self._dup_unlogged = -math.inf, 0
         self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
         for m in self.models:  # counters alerts read with increase(): a series from 0, not from the first event
             self.metrics.refit_failures.labels(model=m)
@@ -285,8 +290,14 @@ class LearnerCore(RefitScheduling):
                         self.tally[name]["dead_letters"] += 1
         errors: dict[int, tuple[str, str]] = {}   # message index -> (reason, detail)
         arrays: dict = {}  # models with the same features and rows share one conversion to arrays
+        dup_before = {name: self.tally[name]["duplicates"] for name in st.slots}
         for name, slot in st.slots.items():
             self._learn_batch(st, name, slot, todo, examples, owner, hashes, errors, arrays)
+        # an event every model skipped is one duplicate event, not one per model
+        dup = max((self.tally[name]["duplicates"] - n for name, n in dup_before.items()), default=0)
+        if dup:
+            self.metrics.duplicate_events.labels(topic=st.topic).inc(dup)
+            self._log_duplicates(dup)
         for j, (reason, detail) in sorted(errors.items()):
             if todo[j][0] >= fresh_from:
                 out.append(self._dead_letter(todo[j][1], reason, detail, st, todo[j][0]))
@@ -300,6 +311,15 @@ class LearnerCore(RefitScheduling):
             st.next_offset = last + 1
             st.since_snapshot += n_fresh
         return out
+
+    def _log_duplicates(self, n: int) -> None:
+        """One INFO line per batch with duplicates, at most one per :data:`DUPLICATE_LOG_SECONDS`
+        (the events skipped in between are added to the next line)."""
+        self._dup_unlogged += n
+        now = time.monotonic()
+        if now - self._dup_logged_at >= DUPLICATE_LOG_SECONDS:
+            log.info("%d duplicate events skipped (already learned)", self._dup_unlogged)
+            self._dup_logged_at, self._dup_unlogged = now, 0
 
     def _learn_batch(self, st, name, slot, todo, examples, owner, hashes, errors, arrays=None) -> None:
         """One model's share of :meth:`process_batch`."""
@@ -317,7 +337,6 @@ class LearnerCore(RefitScheduling):
             pick.append(i)
             seen.add(h)
         if dup:
-            self.metrics.duplicate_events.labels(topic=st.topic).inc(dup)
             self.tally[name]["duplicates"] += dup
         if not pick:
             return

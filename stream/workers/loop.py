@@ -170,6 +170,7 @@ class ConsumerLoop(MicroBatchLoop):
         self.fatal: Exception | None = None
         self.paused_tps: set = set()
         self._progress: dict = {}  # tp -> (done offset, monotonic time it last moved)
+        self.committed: dict = {}  # tp -> the last offset this process committed (the stop line names them)
 
     # ------------------------------------------------------------------ what a worker supplies
     def topics(self) -> list[str]:
@@ -214,6 +215,12 @@ class ConsumerLoop(MicroBatchLoop):
 
     def ready_line(self) -> str:
         return f"group {self.group_id()}"
+
+    def stopped_line(self) -> str:
+        """What the worker did, printed once after a clean stop (``[prefstream <role>] stopped: …``)."""
+        done = ", ".join(f"{tp.topic}[{tp.partition}]@{off}" for tp, off in
+                         sorted(self.committed.items(), key=lambda kv: (kv[0].topic, kv[0].partition)))
+        return f"group {self.group_id()}, committed {done or 'nothing'}"
 
     def consumer_options(self) -> dict:
         """Extra ``AIOKafkaConsumer`` keyword arguments."""
@@ -263,6 +270,7 @@ class ConsumerLoop(MicroBatchLoop):
         """Commit ``offset`` for ``tp`` (call only once what covers it is delivered); False if skipped."""
         try:
             await asyncio.wait_for(self.consumer.commit({tp: int(offset)}), timeout)
+            self.committed[tp] = int(offset)
             return True
         except Exception as exc:  # noqa: BLE001 - not committing is always safe (the replay is skipped)
             log.info("commit of %s@%d skipped: %r", tp, offset, exc)
@@ -281,6 +289,7 @@ class ConsumerLoop(MicroBatchLoop):
             return True
         try:
             await asyncio.wait_for(self.consumer.commit({tp: int(o) for tp, o in offsets.items()}), timeout)
+            self.committed.update({tp: int(o) for tp, o in offsets.items()})
             return True
         except Exception as exc:  # noqa: BLE001
             log.warning("not the owner of %s any more (%r): results dropped, the next owner re-reads them",
@@ -460,4 +469,5 @@ class ConsumerLoop(MicroBatchLoop):
             await self.producer.stop()
         if self.fatal is not None:
             raise self.fatal
+        print(f"[prefstream {self.role}] stopped: {self.stopped_line()}", file=sys.stderr, flush=True)
         return 0
