@@ -227,6 +227,27 @@ class Sender:
                 self._on_failure(error_name(exc.args[0]), exc.args[0].str())
                 return False
 
+    def send_many(self, topic: str, keys: list[bytes], values: list[bytes]) -> None:
+        """Queue records ``(keys[i], values[i])`` as :meth:`send` does, in a loop without a call per record.
+
+        A record too large for ``max_request_size``, a full queue or a refusal takes the
+        :meth:`send` path for that record (its failure counted with its reason).
+        """
+        if not keys:
+            return
+        if max(map(len, keys)) + max(map(len, values)) + RECORD_OVERHEAD > self.max_request:
+            for k, v in zip(keys, values):  # one or more too large: each record checked
+                self.send(topic, k, v)
+            return
+        produce, send, redo = self._p.produce, self.send, 0
+        for k, v in zip(keys, values):
+            try:
+                produce(topic, v, k)
+            except Exception:  # BufferError (queue full) or KafkaException: send() waits or reports
+                redo += 1
+                send(topic, k, v)
+        self.queued += len(keys) - redo
+
     def flush(self, timeout_s: float | None = None) -> int:
         """Wait for every queued record; the ones still pending after the timeout count as lost."""
         left = self._p.flush(self.delivery_timeout_s + 10 if timeout_s is None else timeout_s)
