@@ -1,9 +1,9 @@
 """Replay a CSV or JSONL file into a Kafka topic as contract-valid records (``prefstream replay FILE``).
 
 Every line becomes one record of the event contract (:mod:`stream.contract`), is validated at
-the source with :func:`stream.contract.validate_record` (preference CSV files column-wise,
-:mod:`stream.adapters.csv_columns`, with the same result), encoded with orjson and sent with a confluent-kafka
-(librdkafka) producer (``acks="all"``, idempotence on, key = ``event_id`` / ``session_id`` /
+the source with :func:`stream.contract.validate_record`, encoded with orjson (preference CSV
+rows straight to the same bytes without a dict, :mod:`stream.adapters.record_bytes`) and sent
+in chunks with a confluent-kafka (librdkafka) producer (``acks="all"``, idempotence on, key = ``event_id`` / ``session_id`` /
 ``item_id`` as UTF-8, ``linger_ms`` batching; :mod:`stream.broker.producer` maps the kafka-python
 options of the rest of prefstream onto it). A line that cannot be turned into a valid record is *skipped* (counted,
 reported with its line number, not fatal); a record the producer fails to deliver is *failed*.
@@ -272,13 +272,29 @@ def _why(exc: Exception) -> str:
     return f"{exc.reason}: {exc.detail}" if isinstance(exc, DeadLetter) else str(exc)
 
 
+#: every digit → "9": a run of 19 of them marks an integer literal orjson may read as a float
+_DIGITS_AS_9 = bytes.maketrans(b"0123456789", b"9" * 10)
+_LONG_RUN = b"9" * 19
+
+
 def _jsonl_record(text: str, kind: str, line: int, stem: str, now: float) -> Any:
+    import orjson
+
+    # orjson, several times the standard library; it refuses what json words the reason for (NaN,
+    # lone surrogates, 1e400) and reads integers past 64 bits (19+ digits) as floats: json reads those
+    raw = text.encode("utf-8", "surrogateescape")
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except InvalidInputError:
-        raise
-    except ValueError as exc:
-        raise InvalidInputError(f"not valid JSON: {exc}") from None
+        doc = orjson.loads(raw) if _LONG_RUN not in raw.translate(_DIGITS_AS_9) else None
+        fast = doc is not None
+    except orjson.JSONDecodeError:
+        fast = False
+    if not fast:
+        try:
+            doc = json.loads(text, parse_constant=_reject_constant)
+        except InvalidInputError:
+            raise
+        except ValueError as exc:
+            raise InvalidInputError(f"not valid JSON: {exc}") from None
     if isinstance(doc, dict):
         doc.setdefault("schema_version", SCHEMA_VERSION)
         if kind == "preference":
@@ -520,9 +536,11 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     Notes
     -----
     The producer is confluent-kafka (librdkafka), chosen by measurement (``bench/replay_rate.py``,
-    README "Replay"): records are encoded with orjson as they are read (CSV preference files
-    column-wise, :mod:`stream.adapters.csv_columns`), handed to librdkafka's queue, and batched, compressed
-    and sent by its own threads; only failures call back into Python.
+    README "Replay"): records are encoded as they are read, a chunk of about 4 MiB at a time
+    (preference CSV rows straight to bytes, :mod:`stream.adapters.record_bytes`), handed to
+    librdkafka's queue in one loop (:meth:`~stream.broker.producer.Sender.send_many`), and
+    batched, compressed and sent by its own threads while the next chunk is read; only failures
+    call back into Python.
     """
     from stream.broker.producer import Sender
 

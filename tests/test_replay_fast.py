@@ -197,6 +197,36 @@ def test_pokemon_duels_encoded_as_the_data_set_s_events(tmp_path, monkeypatch, d
     assert [k for _, k, _ in fast] == [f"pokemon-{k}".encode() for k in range(n)]
 
 
+def test_jsonl_read_by_orjson_gives_the_standard_library_s_records_and_reasons(tmp_path, monkeypatch):
+    from stream import replay as replay_mod
+
+    ev = '"left": {"features": {"x": %s}}, "right": {"features": {"x": 0}}, "outcome": 1'
+    lines = [
+        '{"event_id": "a", "timestamp": 18446744073709551616, ' + ev % "1" + "}",   # 2**64: an int, not a float
+        '{"event_id": "b", "timestamp": 1700000000, ' + ev % "-9223372036854775809" + "}",  # reason shows the int
+        '{"event_id": "c", "timestamp": 1e400, ' + ev % "1" + "}",                   # inf: json reads it, orjson refuses
+        '{"event_id": "d", "timestamp": 1, ' + ev % "NaN" + "}",
+        '{"event_id": "e\\ud800", "timestamp": 1, ' + ev % "-0" + "}",               # a lone surrogate
+        '{"event_id": "f", "timestamp": 0.1234567890123456789, ' + ev % "1e-400" + "}",
+        '{"event_id": "g", ' + ev % "2.5" + ', "weight": 1e7}',
+        "null",
+        '{"event_id": "h", "timestamp": 1, ' + ev % "1" + "}",
+    ]
+    p = tmp_path / "edge.jsonl"
+    p.write_bytes(("\n".join(lines) + "\n").encode() + b'{"event_id": "\xff", "outcome": 1}\n')
+    monkeypatch.setattr(replay_mod, "time", __import__("types").SimpleNamespace(time=lambda: 1_700_000_000.25))
+    fast = list(_iter_raw(p, "preference"))
+    monkeypatch.setattr(replay_mod, "_LONG_RUN", b"")  # every line "may hold a long integer": json reads all
+    slow = list(_iter_raw(p, "preference"))
+    assert repr(fast) == repr(slow)  # repr: an int and the float of the same value differ
+    good = {rec["event_id"]: rec for _, rec, _ in slow if rec is not None}
+    assert sorted(good) == ["a", "e\ud800", "f", "h"] and good["a"]["timestamp"] == 2**64
+    assert type(good["a"]["timestamp"]) is int
+    reasons = {line: why for line, rec, why in slow if rec is None}
+    assert sorted(reasons) == [2, 3, 4, 7, 8, 10]
+    assert "-9223372036854775809" in reasons[2] and "non_finite" in reasons[4]
+
+
 def test_producer_options_map_onto_librdkafka():
     cfg = confluent_config({"bootstrap_servers": ["a:1", "b:2"], "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
                             "sasl_plain_username": "u", "sasl_plain_password": "p", "ssl_cafile": "/ca.pem",

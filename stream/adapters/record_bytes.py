@@ -114,7 +114,11 @@ class Chunk:
             return
         self.objs[len(self.values)] = rec
         self.lines.append(line)
-        self.keys.append(str(rec[self.key_field]).encode("utf-8", "surrogateescape"))
+        key = str(rec[self.key_field])
+        try:  # a key read from a file that is not UTF-8 gets its bytes back
+            self.keys.append(key.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError:  # a lone surrogate from a JSON escape (\ud800)
+            self.keys.append(key.encode("utf-8", "surrogatepass"))
         self.values.append(encode_record(rec))
 
     def __len__(self) -> int:
