@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     ap.add_argument("--bootstrap", default=os.environ.get("PREFSTREAM_BOOTSTRAP", "127.0.0.1:9092"))
     ap.add_argument("--events", type=int, default=None, help="first N duels (default all 50,000)")
     ap.add_argument("--partitions", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--kafka-python-events", type=int, default=10_000,
                     help="kafka-python is measured on the first N records only (it is the slowest by far)")
     ap.add_argument("--out", default=None, help="write the figures as JSON here")

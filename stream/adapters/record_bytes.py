@@ -88,6 +88,8 @@ class Chunk:
 
     Attributes
     ----------
+    key_field : str
+        The record field that is the Kafka key (``event_id``, ``session_id``, ``item_id``).
     lines : list of int
         Line number of each record (1-based; a CSV header is line 1), increasing.
     keys, values : list of bytes
@@ -157,6 +159,7 @@ class _Plan:
             width = a + 1 + self.suffix
             pos = {c: (i if i < a else a + 1 + (i - b)) for i, c in enumerate(fields) if not a <= i < b}
         else:  # split every cell and join the runs' cells
+            self.prefix = self.suffix = 0
             width = len(fields)
             pos = {c: i for i, c in enumerate(fields)}
         # a column the header lacks reads the empty cell appended at ``width``
@@ -373,8 +376,7 @@ class _Encoder:
 
         plan = self.plan
         dumps, join, inf = orjson.dumps, b"".join, float("inf")
-        ncomma, blocked, prefix, suffix = plan.ncomma, plan.blocked, plan.prefix if plan.blocked else 0, \
-            plan.suffix if plan.blocked else 0
+        ncomma, blocked, prefix, suffix = plan.ncomma, plan.blocked, plan.prefix, plan.suffix
         region_cols = plan.region if not blocked else None
         p_eid, p_ts, p_out, p_w, p_lid, p_rid = (plan.pos[c] for c in _SCALARS)
         slot = {"left": 0, "right": 1, "context": 2}
