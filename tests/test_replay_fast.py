@@ -169,18 +169,27 @@ def test_encoder_bytes_equal_the_row_path_s_records_on_every_layout(tmp_path, mo
     assert fast_b == slow_b  # byte for byte: the same JSON as orjson.dumps of the row path's record
 
 
-def test_same_item_id_with_other_features_is_not_mistaken_for_the_cached_one(tmp_path, monkeypatch):
-    # one id, runs differing in the last cell only or in length only; the cache must compare the whole run
-    body = ["event_id,outcome,left_id,right_id,left.a,left.b,right.a,right.b"]
-    for k, (la, lb) in enumerate([("1", "2"), ("1", "22"), ("1", "2"), ("11", "2"), ("1", "2.0"), ("1", "2")]):
-        body.append(f"e{k},1,x,y,{la},{lb},{lb},{la}")
+@pytest.mark.parametrize("ids", [True, False])
+def test_same_item_id_with_other_features_is_not_mistaken_for_the_cached_one(tmp_path, monkeypatch, ids):
+    # one id (or, without ids, one run prefix longer than the lookup key), runs differing in the
+    # last cell only or in length only: the cache must compare the whole run
+    from stream.replay import iter_records
+
+    pad = ",".join(["1234567.0"] * 5)  # 49 bytes shared by every left run
+    body = ["event_id,outcome," + ("left_id,right_id," if ids else "")
+            + ",".join([f"left.p{j}" for j in range(5)] + ["left.a", "left.b"] + [f"right.p{j}" for j in range(5)]
+                       + ["right.a", "right.b"])]
+    pairs = [("1", "2"), ("1", "22"), ("1", "2"), ("11", "2"), ("1", "2.0"), ("1", "2")]
+    for k, (la, lb) in enumerate(pairs):
+        body.append(f"e{k},1," + ("x,y," if ids else "") + f"{pad},{la},{lb},{pad},{lb},{la}")
     p = tmp_path / "same_id.csv"
     p.write_text("\n".join(body) + "\n")
     fast, slow = _bytes_both(p, monkeypatch)
     assert fast == slow
-    recs = [r for _, r in __import__("stream.replay", fromlist=["iter_records"]).iter_records(p)]
+    recs = [r for _, r in iter_records(p)]
     assert [r["left"]["features"]["b"] for r in recs] == [2.0, 22.0, 2.0, 2.0, 2.0, 2.0]
     assert [r["left"]["features"]["a"] for r in recs] == [1.0, 1.0, 1.0, 11.0, 1.0, 1.0]
+    assert [r["right"]["features"]["a"] for r in recs] == [2.0, 22.0, 2.0, 2.0, 2.0, 2.0]
 
 
 def test_pokemon_duels_encoded_as_the_data_set_s_events(tmp_path, monkeypatch, data_dir):

@@ -48,11 +48,12 @@ __all__ = ["CHUNK_BYTES", "MAX_CACHED", "Chunk", "encode_record", "preference_ch
 
 #: bytes of lines encoded at once (one :class:`Chunk`)
 CHUNK_BYTES = 4 << 20
-#: side fragments cached per side (left, right, context)
+#: side fragments cached per side (left, right, context): about 1 KB each with 26 features, so
+#: at most ~64 MiB a side for a file whose rows never repeat an item
 MAX_CACHED = 1 << 16
 #: cached fragments per lookup key (an item id, or the first bytes of a run of cells)
 _PER_KEY = 8
-_PREFIX = 16
+_PREFIX = 32
 _BLANK = (b"\n", b"\r\n")
 _MAX_ID = 512
 _SCALARS = ("event_id", "timestamp", "outcome", "weight", "left_id", "right_id")
