@@ -3,10 +3,11 @@
 Every line becomes one record of the event contract (:mod:`stream.contract`), is validated at
 the source with :func:`stream.contract.validate_record`, encoded with orjson (preference CSV
 rows straight to the same bytes without a dict, :mod:`stream.adapters.record_bytes`) and sent
-in chunks with a confluent-kafka (librdkafka) producer (``acks="all"``, idempotence on, key = ``event_id`` / ``session_id`` /
-``item_id`` as UTF-8, ``linger_ms`` batching; :mod:`stream.broker.producer` maps the kafka-python
-options of the rest of prefstream onto it). A line that cannot be turned into a valid record is *skipped* (counted,
-reported with its line number, not fatal); a record the producer fails to deliver is *failed*.
+in chunks with a confluent-kafka (librdkafka) producer (``acks="all"``, idempotence on, key =
+``event_id`` / ``session_id`` / ``item_id`` as UTF-8, ``linger_ms`` batching;
+:mod:`stream.broker.producer` maps the kafka-python options of the rest of prefstream onto it).
+A line that cannot be turned into a valid record is *skipped* (counted, reported with its line
+number, not fatal); a record the producer fails to deliver is *failed*.
 
 File layouts
 ------------
@@ -589,13 +590,18 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
                     bar.write(f"skipped line {line}: {why}", file=sys.stderr)
             if bucket is None:
                 sender.send_many(topic, chunk.keys, chunk.values)
-            else:
+                if bar is not None:
+                    bar.update(len(chunk))
+            else:  # paced: the bar moves record by record
+                if bar is not None:
+                    bar.update(len(chunk.skipped))
                 for key, value in zip(chunk.keys, chunk.values):
                     bucket.acquire()
                     sender.send(topic, key, value)
+                    sender.poll(0)
+                    if bar is not None:
+                        bar.update(1)
             sender.poll(0)
-            if bar is not None:
-                bar.update(len(chunk))
         sender.flush()
     finally:
         res.seconds = time.perf_counter() - t0
