@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError, check_param
-from stream.adapters.record_bytes import Chunk
+from stream.adapters.record_bytes import Chunk, loads_line
 from stream.contract import SCHEMA_VERSION, DeadLetter, validate_record
 
 __all__ = ["BrokerUnavailable", "ReplayResult", "TokenBucket", "iter_records", "replay", "sniff_kind"]
@@ -265,37 +265,12 @@ def _csv_record(row: dict, kind: str, line: int, stem: str, now: float) -> dict:
     return rec
 
 
-def _reject_constant(token: str):
-    raise InvalidInputError(f"non_finite: the JSON token {token} is not a finite number")
-
-
 def _why(exc: Exception) -> str:
     return f"{exc.reason}: {exc.detail}" if isinstance(exc, DeadLetter) else str(exc)
 
 
-#: every digit → "9": a run of 19 of them marks an integer literal orjson may read as a float
-_DIGITS_AS_9 = bytes.maketrans(b"0123456789", b"9" * 10)
-_LONG_RUN = b"9" * 19
-
-
 def _jsonl_record(text: str, kind: str, line: int, stem: str, now: float) -> Any:
-    import orjson
-
-    # orjson, several times the standard library; it refuses what json words the reason for (NaN,
-    # lone surrogates, 1e400) and reads integers past 64 bits (19+ digits) as floats: json reads those
-    raw = text.encode("utf-8", "surrogateescape")
-    try:
-        doc = orjson.loads(raw) if _LONG_RUN not in raw.translate(_DIGITS_AS_9) else None
-        fast = doc is not None
-    except orjson.JSONDecodeError:
-        fast = False
-    if not fast:
-        try:
-            doc = json.loads(text, parse_constant=_reject_constant)
-        except InvalidInputError:
-            raise
-        except ValueError as exc:
-            raise InvalidInputError(f"not valid JSON: {exc}") from None
+    doc = loads_line(text)
     if isinstance(doc, dict):
         doc.setdefault("schema_version", SCHEMA_VERSION)
         if kind == "preference":

@@ -225,7 +225,7 @@ def test_jsonl_read_by_orjson_gives_the_standard_library_s_records_and_reasons(t
     p.write_bytes(("\n".join(lines) + "\n").encode() + b'{"event_id": "\xff", "outcome": 1}\n')
     monkeypatch.setattr(replay_mod, "time", __import__("types").SimpleNamespace(time=lambda: 1_700_000_000.25))
     fast = list(_iter_raw(p, "preference"))
-    monkeypatch.setattr(replay_mod, "_LONG_RUN", b"")  # every line "may hold a long integer": json reads all
+    monkeypatch.setattr(replay_csv, "_LONG_RUN", b"")  # every line "may hold a long integer": json reads all
     slow = list(_iter_raw(p, "preference"))
     assert repr(fast) == repr(slow)  # repr: an int and the float of the same value differ
     good = {rec["event_id"]: rec for _, rec, _ in slow if rec is not None}

@@ -33,6 +33,9 @@ compares both on clean and broken files):
 
 Files whose header lacks ``outcome``, repeats a column, or whose zero record the contract
 refuses are read by the row path alone.
+
+JSONL lines are decoded by :func:`loads_line`: orjson where it reads a line as ``json.loads``
+would, the standard library (and its words for the reason) elsewhere.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-__all__ = ["CHUNK_BYTES", "MAX_CACHED", "Chunk", "encode_record", "preference_chunks"]
+__all__ = ["CHUNK_BYTES", "MAX_CACHED", "Chunk", "decode_record", "encode_record", "loads_line", "preference_chunks"]
 
 #: bytes of lines encoded at once (one :class:`Chunk`)
 CHUNK_BYTES = 4 << 20
@@ -81,6 +84,50 @@ def decode_record(value: bytes) -> Any:
         return orjson.loads(value)
     except orjson.JSONDecodeError:
         return json.loads(value)
+
+
+#: every digit → "9": a run of 19 of them marks an integer literal orjson may read as a float
+_DIGITS_AS_9 = bytes.maketrans(b"0123456789", b"9" * 10)
+_LONG_RUN = b"9" * 19
+
+
+def _reject_constant(token: str):
+    from learners.exceptions import InvalidInputError
+
+    raise InvalidInputError(f"non_finite: the JSON token {token} is not a finite number")
+
+
+def loads_line(text: str) -> Any:
+    """One JSONL line decoded as ``json.loads`` decodes it (NaN / Infinity refused), at orjson's speed.
+
+    orjson reads most lines several times faster; where it refuses a line (NaN, a lone
+    surrogate, 1e400, not JSON) or would read it otherwise (an integer of 19 or more digits, which
+    it makes a float), the standard library reads it and words the reason.
+
+    Raises
+    ------
+    InvalidInputError
+        ``"not valid JSON: …"`` or ``"non_finite: …"``.
+    """
+    import orjson
+
+    from learners.exceptions import InvalidInputError
+
+    raw = text.encode("utf-8", "surrogateescape")
+    if _LONG_RUN not in raw.translate(_DIGITS_AS_9):
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if doc is not None:
+                return doc
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(f"not valid JSON: {exc}") from None
 
 
 @dataclass
