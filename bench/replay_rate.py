@@ -8,10 +8,11 @@ What it does, in one run (the machine's load average is printed beside the figur
 2. times :func:`stream.replay.replay` of that CSV into a fresh 3-partition topic (``acks=all``,
    idempotence on: the replay defaults), reading, checking and encoding included, and checks
    that the topic holds exactly N records afterwards;
-3. **anchors**, in the same run: the same records, read and encoded beforehand (the bytes
-   replay sends), produced raw into fresh topics by confluent-kafka (replay's producer
-   settings), aiokafka (``acks="all"``, idempotence, ``linger_ms=20``, 1 MiB batches) and
-   kafka-python (``acks="all"``, idempotence, ``linger_ms=20``, 1 MiB batches): no parsing, the
+3. **anchors**, in the same run: the same records, read and encoded beforehand by replay's own
+   reader (``stream.replay._iter_chunks``: the bytes replay sends), produced raw into fresh
+   topics by confluent-kafka (replay's producer settings), aiokafka (``acks="all"``,
+   idempotence, ``linger_ms=20``, 1 MiB batches) and kafka-python (``acks="all"``, idempotence,
+   ``linger_ms=20``, 1 MiB batches): no parsing, the
    ceiling of each client. Each measurement runs ``--repeats`` times; the best is kept.
 
 The last line is exactly::
@@ -132,23 +133,21 @@ def main(argv=None) -> int:
     ap.add_argument("--bootstrap", default=os.environ.get("PREFSTREAM_BOOTSTRAP", "127.0.0.1:9092"))
     ap.add_argument("--events", type=int, default=None, help="first N duels (default all 50,000)")
     ap.add_argument("--partitions", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--kafka-python-events", type=int, default=10_000,
                     help="kafka-python is measured on the first N records only (it is the slowest by far)")
     ap.add_argument("--out", default=None, help="write the figures as JSON here")
     args = ap.parse_args(argv)
 
-    import orjson
-
     from stream.adapters import load_dataset
-    from stream.replay import iter_records, replay
+    from stream.replay import _iter_chunks, replay
 
     ds = load_dataset("pokemon", args.data_dir)
     tmp = Path(tempfile.mkdtemp(prefix="prefstream-replay-rate-"))
     csv_path = tmp / "pokemon_duels.csv"
     n = write_pokemon_csv(ds, csv_path, args.events)
     t = time.perf_counter()
-    records = [(r["event_id"].encode(), orjson.dumps(r)) for _, r in iter_records(csv_path)]
+    records = [kv for ch in _iter_chunks(csv_path, "preference") for kv in zip(ch.keys, ch.values)]
     read_rate = n / (time.perf_counter() - t)
     assert len(records) == n
     print(f"{n} duels, {csv_path.stat().st_size / n:.0f} B of CSV and {sum(len(v) for _, v in records) / n:.0f} B "

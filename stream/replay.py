@@ -1,12 +1,13 @@
 """Replay a CSV or JSONL file into a Kafka topic as contract-valid records (``prefstream replay FILE``).
 
 Every line becomes one record of the event contract (:mod:`stream.contract`), is validated at
-the source with :func:`stream.contract.validate_record` (preference CSV files column-wise,
-:mod:`stream.adapters.csv_columns`, with the same result), encoded with orjson and sent with a confluent-kafka
-(librdkafka) producer (``acks="all"``, idempotence on, key = ``event_id`` / ``session_id`` /
-``item_id`` as UTF-8, ``linger_ms`` batching; :mod:`stream.broker.producer` maps the kafka-python
-options of the rest of prefstream onto it). A line that cannot be turned into a valid record is *skipped* (counted,
-reported with its line number, not fatal); a record the producer fails to deliver is *failed*.
+the source with :func:`stream.contract.validate_record`, encoded with orjson (preference CSV
+rows straight to the same bytes without a dict, :mod:`stream.adapters.record_bytes`) and sent
+in chunks with a confluent-kafka (librdkafka) producer (``acks="all"``, idempotence on, key =
+``event_id`` / ``session_id`` / ``item_id`` as UTF-8, ``linger_ms`` batching;
+:mod:`stream.broker.producer` maps the kafka-python options of the rest of prefstream onto it).
+A line that cannot be turned into a valid record is *skipped* (counted, reported with its line
+number, not fatal); a record the producer fails to deliver is *failed*.
 
 File layouts
 ------------
@@ -56,6 +57,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError, check_param
+from stream.adapters.record_bytes import Chunk, loads_line
 from stream.contract import SCHEMA_VERSION, DeadLetter, validate_record
 
 __all__ = ["BrokerUnavailable", "ReplayInterrupted", "ReplayResult", "TokenBucket", "iter_records", "replay", "sniff_kind"]
@@ -64,6 +66,8 @@ _KINDS = ("preference", "click", "item")
 _KEY_FIELD = {"preference": "event_id", "click": "session_id", "item": "item_id"}
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _MAX_REPORTED = 1000
+#: records per chunk on the row path (JSONL, click and item files)
+_CHUNK_RECORDS = 4096
 _FAILURE_HINTS = {
     "MessageSizeTooLargeError": " (raise --max-request-bytes / PREFSTREAM_MAX_REQUEST_BYTES, and the topic's "
                                 "max.message.bytes if the broker refuses it)",
@@ -269,21 +273,12 @@ def _csv_record(row: dict, kind: str, line: int, stem: str, now: float) -> dict:
     return rec
 
 
-def _reject_constant(token: str):
-    raise InvalidInputError(f"non_finite: the JSON token {token} is not a finite number")
-
-
 def _why(exc: Exception) -> str:
     return f"{exc.reason}: {exc.detail}" if isinstance(exc, DeadLetter) else str(exc)
 
 
 def _jsonl_record(text: str, kind: str, line: int, stem: str, now: float) -> Any:
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except InvalidInputError:
-        raise
-    except ValueError as exc:
-        raise InvalidInputError(f"not valid JSON: {exc}") from None
+    doc = loads_line(text)
     if isinstance(doc, dict):
         doc.setdefault("schema_version", SCHEMA_VERSION)
         if kind == "preference":
@@ -362,12 +357,43 @@ def _check_header(p: Path, kind: str) -> None:
                             f"(line 1) has {shown}.{hint}")
 
 
-def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, str | None]]:
-    """``(line number, record or None, skip reason or None)`` for every data line."""
+def _iter_chunks(path: str | Path, kind: str) -> Iterator[Chunk]:
+    """The file as :class:`~stream.adapters.record_bytes.Chunk` s: records encoded, skipped lines with their reasons."""
     check_param("iter_records", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
     p = Path(path)
     if not p.is_file():
         raise InvalidParameterError(f"Replay file {str(p)!r} does not exist or is not a file.")
+    if kind == "preference" and p.suffix.lower() == ".csv":
+        _check_header(p, kind)
+        from stream.adapters.record_bytes import preference_chunks
+
+        now = time.time()
+        fast = preference_chunks(p, p.stem, now, lambda row, line: _checked(_csv_record, row, kind, line, p.stem, now))
+        if fast is not None:
+            yield from fast
+            return
+    chunk = Chunk(_KEY_FIELD[kind])
+    for line, rec, why in _iter_rows(p, kind):
+        chunk.add(line, rec, why)
+        if len(chunk) >= _CHUNK_RECORDS:
+            yield chunk
+            chunk = Chunk(_KEY_FIELD[kind])
+    if len(chunk):
+        yield chunk
+
+
+def _checked(to_record, raw, kind: str, line: int, stem: str, now: float) -> tuple[Any, str | None]:
+    """``(record, None)`` of one row or line checked by the contract, or ``(None, reason)``."""
+    try:
+        rec = to_record(raw, kind, line, stem, now)
+        validate_record(kind, rec)
+    except (InvalidInputError, DeadLetter) as exc:
+        return None, _why(exc)
+    return rec, None
+
+
+def _iter_rows(p: Path, kind: str) -> Iterator[tuple[int, dict | None, str | None]]:
+    """The row path: ``(line number, record or None, skip reason or None)`` for every data line."""
     if kind == "click":
         from stream.adapters.clicks import is_obd_csv, obd_session_records
 
@@ -382,24 +408,6 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
     if suffix == ".csv":
         _check_header(p, kind)
     stem, now = p.stem, time.time()
-
-    def row_path(raw, line):
-        try:
-            rec = to_record(raw, kind, line, stem, now)
-            validate_record(kind, rec)
-        except (InvalidInputError, DeadLetter) as exc:
-            return None, _why(exc)
-        return rec, None
-
-    if suffix == ".csv" and kind == "preference":
-        from stream.adapters.csv_columns import fast_preference_rows
-
-        to_record = _csv_record
-        fast = fast_preference_rows(p, stem, now, row_path)
-        if fast is not None:
-            for line, rec, why in fast:
-                yield line, rec, why
-            return
     with open(p, encoding="utf-8", newline="", errors="surrogateescape") as fh:
         if suffix == ".csv":
             reader = csv.DictReader(fh)
@@ -412,8 +420,14 @@ def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, s
             rows = ((line, text) for line, text in enumerate(fh, start=1) if text.strip())
             to_record = _jsonl_record
         for line, raw in rows:
-            rec, why = row_path(raw, line)
+            rec, why = _checked(to_record, raw, kind, line, stem, now)
             yield line, rec, why
+
+
+def _iter_raw(path: str | Path, kind: str) -> Iterator[tuple[int, dict | None, str | None]]:
+    """``(line number, record or None, skip reason or None)`` for every data line."""
+    for chunk in _iter_chunks(path, kind):
+        yield from chunk.rows()
 
 
 def iter_records(path: str | Path, kind: str = "preference", on_error: str = "raise") -> Iterator[tuple[int, dict]]:
@@ -506,12 +520,12 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     Notes
     -----
     The producer is confluent-kafka (librdkafka), chosen by measurement (``bench/replay_rate.py``,
-    README "Replay"): records are encoded with orjson as they are read (CSV preference files
-    column-wise, :mod:`stream.adapters.csv_columns`), handed to librdkafka's queue, and batched, compressed
-    and sent by its own threads; only failures call back into Python.
+    README "Replay"): records are encoded as they are read, a chunk of about 4 MiB at a time
+    (preference CSV rows straight to bytes, :mod:`stream.adapters.record_bytes`), handed to
+    librdkafka's queue in one loop (:meth:`~stream.broker.producer.Sender.send_many`), and
+    batched, compressed and sent by its own threads while the next chunk is read; only failures
+    call back into Python.
     """
-    import orjson
-
     from stream.broker.producer import Sender
 
     check_param("replay", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
@@ -548,34 +562,29 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
         bar = tqdm(total=_count_lines(p), unit="ev", desc=f"replay {p.name} → {topic}", file=sys.stderr,
                    dynamic_ncols=True, mininterval=0.5)
     bucket = TokenBucket(rate) if rate is not None else None
-    key_field = _KEY_FIELD[kind]
-    send, poll, dumps = sender.send, sender.poll, orjson.dumps
-    pending_bar = 0
     t0 = time.perf_counter()
     try:
-        for line, rec, why in _iter_raw(p, kind):
-            pending_bar += 1
-            if rec is None:
+        for chunk in _iter_chunks(p, kind):
+            for line, why in chunk.skipped:
                 res.skipped += 1
                 if len(res.skipped_lines) < _MAX_REPORTED:
                     res.skipped_lines.append((line, why))
                 if bar is not None and res.skipped <= max_report:
                     bar.write(f"skipped line {line}: {why}", file=sys.stderr)
-                continue
-            if bucket is not None:
-                bucket.acquire()
-            try:
-                value = dumps(rec)
-            except (TypeError, orjson.JSONEncodeError):  # ints beyond 64 bits, lone surrogates
-                value = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("utf-8", "surrogateescape")
-            send(topic, str(rec[key_field]).encode("utf-8", "surrogateescape"), value)
-            if pending_bar >= 4096:
-                poll(0)
+            if bucket is None:
+                sender.send_many(topic, chunk.keys, chunk.values)
                 if bar is not None:
-                    bar.update(pending_bar)
-                pending_bar = 0
-        if bar is not None:
-            bar.update(pending_bar)
+                    bar.update(len(chunk))
+            else:  # paced: the bar moves record by record
+                if bar is not None:
+                    bar.update(len(chunk.skipped))
+                for key, value in zip(chunk.keys, chunk.values):
+                    bucket.acquire()
+                    sender.send(topic, key, value)
+                    sender.poll(0)
+                    if bar is not None:
+                        bar.update(1)
+            sender.poll(0)
         sender.flush()
     except KeyboardInterrupt:  # Ctrl-C: deliver what was queued (5 s at most) and say how much went out
         sender.flush(5)

@@ -226,3 +226,17 @@ def test_unreachable_broker(tmp_path):
     with pytest.raises(BrokerUnavailable, match="127.0.0.1:9"):
         replay(p, "127.0.0.1:9", "t", progress=False, client_options={"bootstrap_timeout_ms": 1500})
     assert time.time() - t0 < 20
+
+
+def test_sender_reports_every_acknowledged_offset_when_asked(kafka_bootstrap, kafka_options, unique_topic):
+    from stream.broker.producer import Sender
+
+    topic = unique_topic("acks", partitions=2)
+    acked = []
+    sender = Sender(dict(kafka_options), on_delivered=lambda key, partition, offset: acked.append((key, partition, offset)))
+    for i in range(30):
+        assert sender.send(topic, f"k{i}".encode(), b"{}", partition=i % 2)
+        sender.poll(0)
+    assert sender.flush(30) == 0 and sender.delivered == 30
+    # each record once, on the partition asked for, at consecutive offsets (one producer, acks=all)
+    assert sorted(acked) == sorted((f"k{i}".encode(), i % 2, i // 2) for i in range(30))

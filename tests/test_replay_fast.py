@@ -1,14 +1,15 @@
-"""Replay's column-wise CSV reader (stream.adapters.csv_columns) against the row path, its oracle, and the producer options."""
+"""Replay's preference CSV encoder (stream.adapters.record_bytes) against the row path, its oracle, and the producer options."""
 
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import pytest
 
 from learners.exceptions import InvalidParameterError
-from stream.adapters import csv_columns as replay_csv
+from stream.adapters import record_bytes as replay_csv
 from stream.broker.producer import confluent_config, error_name
-from stream.replay import _iter_raw
+from stream.replay import _iter_chunks, _iter_raw
 
 HEADER = "event_id,timestamp,outcome,left_id,right_id,left.a,left.b,right.a,right.b,context.c,weight\n"
 BROKEN = [
@@ -37,10 +38,20 @@ BROKEN = [
 ]
 
 
+def _fixed_now(monkeypatch):
+    """Both paths read the same replay start time (the timestamp of rows without one)."""
+    import types
+
+    from stream import replay as replay_mod
+
+    monkeypatch.setattr(replay_mod, "time", types.SimpleNamespace(time=lambda: 1_700_000_000.25))
+
+
 def _both(path, monkeypatch):
+    _fixed_now(monkeypatch)
     fast = list(_iter_raw(path, "preference"))
     with monkeypatch.context() as m:
-        m.setattr(replay_csv, "fast_preference_rows", lambda *a, **k: None)
+        m.setattr(replay_csv, "preference_chunks", lambda *a, **k: None)
         slow = list(_iter_raw(path, "preference"))
     return fast, slow
 
@@ -83,7 +94,146 @@ def test_files_the_column_reader_leaves_to_the_row_path(tmp_path):
                    "outcome,left.a,right.b\n"):          # left and right features differ
         p = tmp_path / "h.csv"
         p.write_text(header + "1,2,3\n")
-        assert replay_csv.fast_preference_rows(p, "h", 0.0, None) is None
+        assert replay_csv.preference_chunks(p, "h", 0.0, None) is None
+
+
+def _bytes_both(path, monkeypatch):
+    """(line, key, value) of every record: the encoder's, and orjson of the row path's record."""
+    _fixed_now(monkeypatch)
+    fast = [(line, k, v) for ch in _iter_chunks(path, "preference") for line, k, v in zip(ch.lines, ch.keys, ch.values)]
+    with monkeypatch.context() as m:
+        m.setattr(replay_csv, "preference_chunks", lambda *a, **k: None)
+        slow = [(line, rec["event_id"].encode("utf-8", "surrogateescape"), replay_csv.encode_record(rec))
+                for line, rec, _ in _iter_raw(path, "preference") if rec is not None]
+    return fast, slow
+
+
+#: header layouts: ids and scalars first (runs split off at once), runs first with scalars after,
+#: left and right columns interleaved (every cell split), ids only, no ids with context and
+#: columns replay ignores, a short run (shorter than the lookup prefix)
+LAYOUTS = {
+    "ids_first": ["event_id", "timestamp", "outcome", "left_id", "right_id", "left.a", "left.b", "right.a", "right.b"],
+    "runs_first": ["left.a", "left.b", "right.a", "right.b", "context.c", "outcome", "weight", "event_id", "left_id"],
+    "interleaved": ["outcome", "left.a", "right.a", "left.b", "right.b", "right_id", "timestamp", "left_id"],
+    "ids_only": ["event_id", "outcome", "left_id", "right_id", "weight"],
+    "no_ids": ["outcome", "note", "left.a", "left.b", "right.a", "right.b", "context.c", "context.d", "extra"],
+    "short": ["event_id", "outcome", "left_id", "left.a", "right.a", "right_id"],
+}
+#: cell values a column may get, good and bad (the row path is the judge)
+CELLS = {
+    "num": ["1.5", "-2", "0", "1e3", "7", "7", "7", "3.25", "", "nan", "1e16", " 1", "abc", "1_0", "-0", "inf"],
+    "id": ["i1", "i2", "i3", "i1", "i2", "", " i4", "x" * 513, "caf\u00e9", "i\u2028"],
+    "outcome": ["1", "-1", "0", "1", "-1", "1.0", "-0", "2", "", "0.5", "+1", " 1"],
+    "timestamp": ["1700000000", "1700000000.5", "", "2024-05-01T12:00:05Z", "-1", "inf", "1e9"],
+    "weight": ["1", "0.5", "", "0", "1e7", "2"],
+    "event_id": ["e", "e", "", " e ", "ev" * 300],
+}
+
+
+def _cell(col: str, rng) -> str:
+    kind = ("num" if "." in col else "id" if col.endswith("_id") and col != "event_id"
+            else col if col in CELLS else "id")
+    vals = CELLS[kind]
+    v = vals[rng.integers(len(vals))] if rng.random() < 0.25 else vals[rng.integers(min(len(vals), 4))]
+    return v.encode().decode("unicode_escape") if "\\" in v else v
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("small_cache", [False, True])
+def test_encoder_bytes_equal_the_row_path_s_records_on_every_layout(tmp_path, monkeypatch, layout, small_cache):
+    if small_cache:  # cache full after two fragments, one per key: most sides computed per row
+        monkeypatch.setattr(replay_csv, "MAX_CACHED", 2)
+        monkeypatch.setattr(replay_csv, "_PER_KEY", 1)
+    monkeypatch.setattr(replay_csv, "CHUNK_BYTES", 2000)
+    rng = np.random.default_rng(sum(map(ord, layout)))
+    cols = LAYOUTS[layout]
+    rows = []
+    for k in range(600):
+        row = [_cell(c, rng) for c in cols]
+        if "event_id" in cols and row[cols.index("event_id")] == "e":
+            row[cols.index("event_id")] = f"e{k}"
+        if k % 97 == 5:
+            row = row[:-1]  # a cell short (the row path fills None)
+        if k % 89 == 7:
+            row.append("9")  # a cell too many
+        if k % 83 == 3:
+            rows.append("")  # a blank line
+        rows.append(",".join(row))
+    p = tmp_path / "layout.csv"
+    p.write_bytes(("\n".join([",".join(cols)] + rows) + "\n").encode() + b"ok-not-utf8-\xff,1\n")
+    fast, slow = _both(p, monkeypatch)
+    assert fast == slow
+    good = [line for line, rec, _ in slow if rec is not None]
+    assert 100 < len(good) < 600 and len(slow) - len(good) > 30  # both kinds of line are there
+    fast_b, slow_b = _bytes_both(p, monkeypatch)
+    assert fast_b == slow_b  # byte for byte: the same JSON as orjson.dumps of the row path's record
+
+
+@pytest.mark.parametrize("ids", [True, False])
+def test_same_item_id_with_other_features_is_not_mistaken_for_the_cached_one(tmp_path, monkeypatch, ids):
+    # one id (or, without ids, one run prefix longer than the lookup key), runs differing in the
+    # last cell only or in length only: the cache must compare the whole run
+    from stream.replay import iter_records
+
+    pad = ",".join(["1234567.0"] * 5)  # 49 bytes shared by every left run
+    body = ["event_id,outcome," + ("left_id,right_id," if ids else "")
+            + ",".join([f"left.p{j}" for j in range(5)] + ["left.a", "left.b"] + [f"right.p{j}" for j in range(5)]
+                       + ["right.a", "right.b"])]
+    pairs = [("1", "2"), ("1", "22"), ("1", "2"), ("11", "2"), ("1", "2.0"), ("1", "2")]
+    for k, (la, lb) in enumerate(pairs):
+        body.append(f"e{k},1," + ("x,y," if ids else "") + f"{pad},{la},{lb},{pad},{lb},{la}")
+    p = tmp_path / "same_id.csv"
+    p.write_text("\n".join(body) + "\n")
+    fast, slow = _bytes_both(p, monkeypatch)
+    assert fast == slow
+    recs = [r for _, r in iter_records(p)]
+    assert [r["left"]["features"]["b"] for r in recs] == [2.0, 22.0, 2.0, 2.0, 2.0, 2.0]
+    assert [r["left"]["features"]["a"] for r in recs] == [1.0, 1.0, 1.0, 11.0, 1.0, 1.0]
+    assert [r["right"]["features"]["a"] for r in recs] == [2.0, 22.0, 2.0, 2.0, 2.0, 2.0]
+
+
+def test_pokemon_duels_encoded_as_the_data_set_s_events(tmp_path, monkeypatch, data_dir):
+    from bench.replay_rate import write_pokemon_csv
+    from stream.adapters import load_dataset
+
+    ds = load_dataset("pokemon", data_dir)
+    p = tmp_path / "pokemon_duels.csv"
+    n = write_pokemon_csv(ds, p, 3000)
+    fast, slow = _bytes_both(p, monkeypatch)
+    assert len(fast) == n and fast == slow
+    # the oracle beside the row path: the data set's own events, decoded from the bytes sent
+    assert [orjson.loads(v) for _, _, v in fast] == list(ds.to_events(0, n))
+    assert [k for _, k, _ in fast] == [f"pokemon-{k}".encode() for k in range(n)]
+
+
+def test_jsonl_read_by_orjson_gives_the_standard_library_s_records_and_reasons(tmp_path, monkeypatch):
+    from stream import replay as replay_mod
+
+    ev = '"left": {"features": {"x": %s}}, "right": {"features": {"x": 0}}, "outcome": 1'
+    lines = [
+        '{"event_id": "a", "timestamp": 18446744073709551616, ' + ev % "1" + "}",   # 2**64: an int, not a float
+        '{"event_id": "b", "timestamp": 1700000000, ' + ev % "-9223372036854775809" + "}",  # reason shows the int
+        '{"event_id": "c", "timestamp": 1e400, ' + ev % "1" + "}",                   # inf: json reads it, orjson refuses
+        '{"event_id": "d", "timestamp": 1, ' + ev % "NaN" + "}",
+        '{"event_id": "e\\ud800", "timestamp": 1, ' + ev % "-0" + "}",               # a lone surrogate
+        '{"event_id": "f", "timestamp": 0.1234567890123456789, ' + ev % "1e-400" + "}",
+        '{"event_id": "g", ' + ev % "2.5" + ', "weight": 1e7}',
+        "null",
+        '{"event_id": "h", "timestamp": 1, ' + ev % "1" + "}",
+    ]
+    p = tmp_path / "edge.jsonl"
+    p.write_bytes(("\n".join(lines) + "\n").encode() + b'{"event_id": "\xff", "outcome": 1}\n')
+    monkeypatch.setattr(replay_mod, "time", __import__("types").SimpleNamespace(time=lambda: 1_700_000_000.25))
+    fast = list(_iter_raw(p, "preference"))
+    monkeypatch.setattr(replay_csv, "_LONG_RUN", b"")  # every line "may hold a long integer": json reads all
+    slow = list(_iter_raw(p, "preference"))
+    assert repr(fast) == repr(slow)  # repr: an int and the float of the same value differ
+    good = {rec["event_id"]: rec for _, rec, _ in slow if rec is not None}
+    assert sorted(good) == ["a", "e\ud800", "f", "h"] and good["a"]["timestamp"] == 2**64
+    assert type(good["a"]["timestamp"]) is int
+    reasons = {line: why for line, rec, why in slow if rec is None}
+    assert sorted(reasons) == [2, 3, 4, 7, 8, 10]
+    assert "-9223372036854775809" in reasons[2] and "non_finite" in reasons[4]
 
 
 def test_producer_options_map_onto_librdkafka():

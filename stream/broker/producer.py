@@ -155,6 +155,11 @@ class Sender:
     on_failure : callable, optional
         ``on_failure(reason, message)`` per record that could not be delivered (``reason`` in
         kafka-python's error names, :func:`error_name`).
+    on_delivered : callable, optional
+        ``on_delivered(key, partition, offset)`` per record the broker acknowledged, called from
+        :meth:`poll` / :meth:`flush` (a benchmark that checks every offset, ``bench/chaos.py``).
+        Without it librdkafka reports failures only (``delivery.report.only.error``), the
+        cheapest setting for a replay.
 
     Attributes
     ----------
@@ -171,7 +176,7 @@ class Sender:
                 "compression_type": None, "queue.buffering.max.kbytes": 256 * 1024,
                 "queue.buffering.max.messages": 1_000_000, "delivery_timeout_ms": 120_000}
 
-    def __init__(self, options: Mapping[str, Any], on_failure=None) -> None:
+    def __init__(self, options: Mapping[str, Any], on_failure=None, on_delivered=None) -> None:
         from confluent_kafka import Producer
 
         opts = {**self.DEFAULTS, **options}
@@ -181,18 +186,20 @@ class Sender:
         self.last_error: str | None = None
         self._on_failure = on_failure or (lambda reason, msg: None)
 
-        def on_delivery(err, _msg) -> None:  # failures only (delivery.report.only.error)
+        def on_delivery(err, msg) -> None:  # failures only unless on_delivered is given
             if err is not None:
                 self.lost += 1
                 self._on_failure(error_name(err), err.str())
+            elif on_delivered is not None:
+                on_delivered(msg.key(), msg.partition(), msg.offset())
 
         def on_error(err) -> None:
             self.last_error = f"{error_name(err)}: {err.str()}"
 
         cfg = confluent_config(opts)
         # failures reach on_failure / last_error (and the caller's message): no librdkafka console log
-        cfg.update({"delivery.report.only.error": True, "on_delivery": on_delivery, "error_cb": on_error,
-                    "log_level": 2})
+        cfg.update({"delivery.report.only.error": on_delivered is None, "on_delivery": on_delivery,
+                    "error_cb": on_error, "log_level": 2})
         self._p = Producer(cfg)
         self.poll = self._p.poll
 
@@ -206,8 +213,11 @@ class Sender:
             return False
         return True
 
-    def send(self, topic: str, key: bytes | None, value: bytes) -> bool:
-        """Queue one record (waiting while librdkafka's queue is full); False when refused at once."""
+    def send(self, topic: str, key: bytes | None, value: bytes, partition: int | None = None) -> bool:
+        """Queue one record (waiting while librdkafka's queue is full); False when refused at once.
+
+        ``partition`` None: the key's partition (librdkafka's default partitioner).
+        """
         from confluent_kafka import KafkaException
 
         size = record_size(key, value)
@@ -218,7 +228,7 @@ class Sender:
             return False
         while True:
             try:
-                self._p.produce(topic, value, key)
+                self._p.produce(topic, value, key, -1 if partition is None else partition)
                 self.queued += 1
                 return True
             except BufferError:  # the queue is full: let librdkafka send
@@ -226,6 +236,27 @@ class Sender:
             except KafkaException as exc:
                 self._on_failure(error_name(exc.args[0]), exc.args[0].str())
                 return False
+
+    def send_many(self, topic: str, keys: list[bytes], values: list[bytes]) -> None:
+        """Queue records ``(keys[i], values[i])`` as :meth:`send` does, in a loop without a call per record.
+
+        A record too large for ``max_request_size``, a full queue or a refusal takes the
+        :meth:`send` path for that record (its failure counted with its reason).
+        """
+        if not keys:
+            return
+        if max(map(len, keys)) + max(map(len, values)) + RECORD_OVERHEAD > self.max_request:
+            for k, v in zip(keys, values):  # one or more too large: each record checked
+                self.send(topic, k, v)
+            return
+        produce, send, redo = self._p.produce, self.send, 0
+        for k, v in zip(keys, values):
+            try:
+                produce(topic, v, k)
+            except Exception:  # BufferError (queue full) or KafkaException: send() waits or reports
+                redo += 1
+                send(topic, k, v)
+        self.queued += len(keys) - redo
 
     def flush(self, timeout_s: float | None = None) -> int:
         """Wait for every queued record; the ones still pending after the timeout count as lost."""
