@@ -35,6 +35,7 @@ learner core's time on Pokémon duels (26 features a side) before.
 
 from __future__ import annotations
 
+import weakref
 from operator import itemgetter
 from typing import Any, Sequence
 
@@ -97,7 +98,7 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
         :class:`~stream.contract.DeadLetter` the message raised.
     """
     single = kind != "clicks"
-    out: list = []
+    out = Parsed()
     docs: list = []
     for raw in values:
         try:
@@ -105,6 +106,7 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
         except DeadLetter as dl:
             docs.append(dl)
     fast = _fast_preferences(docs) if single else [None] * len(docs)
+    out.blocks = getattr(fast, "blocks", [])
     for doc, ex in zip(docs, fast):
         if ex is not None:
             out.append([ex])
@@ -170,10 +172,78 @@ def _shape(d: Any):
     return eid, ts, o, names, fl, fr, c, lid, rid
 
 
+class _Block:
+    """Feature values of the fast path's messages of one batch with one feature-name tuple.
+
+    Attributes
+    ----------
+    names : tuple of str
+    L, R : ndarray (n, len(names))
+        Left and right item features of the block's messages, in ``names`` order.
+    """
+
+    __slots__ = ("L", "R", "__weakref__", "names")
+
+    def __init__(self, names: tuple, L: np.ndarray, R: np.ndarray) -> None:
+        self.names, self.L, self.R = names, L, R
+
+
+class RowExample:
+    """A validated preference event of the batch fast path: a :class:`PreferenceExample` whose item
+    features stay a row of the batch's arrays until someone asks for the dicts.
+
+    ``left`` / ``right`` build (and keep) the same dicts of floats the contract's validator builds
+    (from the decoded message's feature dicts, whose values the batch check passed);
+    :meth:`example` gives the :class:`PreferenceExample` itself, and a row example compares equal
+    to it. :func:`learner_arrays` takes the rows of one batch straight from the block's arrays
+    (a weak reference: an example kept longer, e.g. in the explainer's reservoir, does not keep
+    the batch's arrays alive).
+    """
+
+    __slots__ = ("_left", "_right", "block", "context", "event_id", "left_id", "outcome", "raw_left", "raw_right",
+                 "right_id", "row", "timestamp", "weight")
+
+    def __init__(self, event_id, timestamp, outcome, context, weight, left_id, right_id, raw_left, raw_right, block,
+                 row):
+        self.event_id, self.timestamp, self.outcome, self.context, self.weight = event_id, timestamp, outcome, context, weight
+        self.left_id, self.right_id, self.raw_left, self.raw_right = left_id, right_id, raw_left, raw_right
+        self.block, self.row = block, row
+        self._left = self._right = None
+
+    @property
+    def left(self) -> dict:
+        if self._left is None:
+            self._left = {k: float(v) for k, v in self.raw_left.items()}
+        return self._left
+
+    @property
+    def right(self) -> dict:
+        if self._right is None:
+            self._right = {k: float(v) for k, v in self.raw_right.items()}
+        return self._right
+
+    def example(self) -> PreferenceExample:
+        """The same event as a :class:`PreferenceExample`."""
+        return PreferenceExample(self.event_id, self.timestamp, self.left, self.right, self.outcome, self.context,
+                                 self.weight, self.left_id, self.right_id)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, RowExample):
+            other = other.example()
+        if not isinstance(other, PreferenceExample):
+            return NotImplemented
+        return self.example() == other
+
+    __hash__ = None  # as PreferenceExample's (its dicts are unhashable)
+
+    def __repr__(self) -> str:
+        return repr(self.example())
+
+
 def _fast_preferences(docs: Sequence[Any]) -> list:
-    """Per decoded message: the :class:`PreferenceExample` of an event of the common shape whose
+    """Per decoded message: the :class:`RowExample` of an event of the common shape whose
     values all pass, else None (that message goes through :func:`preference_from_doc`)."""
-    out: list = [None] * len(docs)
+    out = Parsed([None] * len(docs))
     picked, starts, flat, weights = [], [], [], []
     ext = flat.extend
     for j, d in enumerate(docs):
@@ -203,18 +273,33 @@ def _fast_preferences(docs: Sequence[Any]) -> list:
         w = arr[weights]
         ok[weights] = (w >= WEIGHT_RANGE[0]) & (w <= WEIGHT_RANGE[1])
     good = np.logical_and.reduceat(ok, starts).tolist()
-    floats = arr.tolist()
-    for (j, (eid, ts, o, names, _fl, _fr, c, lid, rid)), a, g in zip(picked, starts, good):
+    # the accepted messages' item features as (n, k) arrays, one block per feature-name tuple
+    groups: dict = {}
+    for (j, sh), a, g in zip(picked, starts, good):
+        if g:
+            groups.setdefault(sh[3], []).append(a)
+    blocks = {}
+    for names, at in groups.items():
+        both = arr[np.asarray(at)[:, None] + np.arange(2 * len(names))]
+        block = _Block(names, both[:, :len(names)], both[:, len(names):])
+        blocks[names] = [weakref.ref(block), block, 0]
+    for (j, (eid, ts, o, names, fl, fr, c, lid, rid)), g in zip(picked, good):
         if not g:
             continue
-        k = len(names)
-        m = a + 2 * k
-        ctx = None if c is None else dict(zip(c, floats[m:m + len(c)]))
-        if c is not None:
-            m += len(c)
-        out[j] = PreferenceExample(eid, float(ts), dict(zip(names, floats[a:a + k])), dict(zip(names, floats[a + k:a + 2 * k])),
-                                   o, ctx, floats[m] if "weight" in docs[j] else 1.0, lid, rid)
+        b = blocks[names]
+        d = docs[j]
+        out[j] = RowExample(eid, float(ts), o, None if c is None else {k: float(v) for k, v in c.items()},
+                            float(d["weight"]) if "weight" in d else 1.0, lid, rid, fl, fr, b[0], b[2])
+        b[2] += 1
+    out.blocks = [b[1] for b in blocks.values()]
     return out
+
+
+class Parsed(list):
+    """The list :func:`parse_batch` returns, holding the batch's :class:`_Block` arrays (its row
+    examples refer to them weakly: they live as long as this list)."""
+
+    blocks: list = []
 
 
 def _values(d: dict, sh: tuple) -> list:
@@ -228,8 +313,10 @@ def _fast_preferences_of(picked: list, docs: Sequence[Any], out: list, finite_in
     """:func:`_fast_preferences` again on the messages ``picked`` (rare: after a wrong type or a huge integer)."""
     sub = [docs[j] for j, sh in picked if not finite_ints or all(-1e300 < v < 1e300 for v in _values(docs[j], sh))]
     idx = [j for j, sh in picked if not finite_ints or all(-1e300 < v < 1e300 for v in _values(docs[j], sh))]
-    for j, ex in zip(idx, _fast_preferences(sub) if sub else []):
+    again = _fast_preferences(sub) if sub else Parsed()
+    for j, ex in zip(idx, again):
         out[j] = ex
+    out.blocks = again.blocks
     return out
 
 
@@ -269,6 +356,9 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
     ``context_names``) is rejected with a one-line reason; extra features are ignored, as in
     ``learn_one``. Feature values are already finite floats (the contract checked them).
     """
+    fast = _block_arrays(examples, feature_names, context_names)
+    if fast is not None:
+        return fast
     gl = _getter(feature_names)
     gc = _getter(context_names) if context_names else None
     rows, L, R, C, rejected = [], [], [], [], {}
@@ -296,3 +386,32 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
     y = np.fromiter((examples[i].outcome for i in rows), dtype=np.int64, count=len(rows))
     w = np.fromiter((examples[i].weight for i in rows), dtype=np.float64, count=len(rows))
     return BatchArrays(rows, XL, XR, XC, y, w, rejected)
+
+
+def _block_arrays(examples: Sequence, feature_names: Sequence[str], context_names) -> BatchArrays | None:
+    """:func:`learner_arrays` of row examples of one live block, by indexing its arrays (no dicts), or
+    None when the examples are not all such rows, a feature is missing or the model takes a context."""
+    if context_names or not examples:
+        return None
+    first = examples[0]
+    if type(first) is not RowExample:
+        return None
+    ref = first.block
+    if any(type(ex) is not RowExample or ex.block is not ref for ex in examples):
+        return None
+    block = ref()
+    if block is None:
+        return None
+    pos = {n: i for i, n in enumerate(block.names)}
+    try:
+        cols = [pos[f] for f in feature_names]
+    except KeyError:
+        return None
+    rows = np.fromiter((ex.row for ex in examples), dtype=np.intp, count=len(examples))
+    if cols == list(range(len(block.names))):
+        XL, XR = block.L[rows], block.R[rows]
+    else:
+        XL, XR = block.L[np.ix_(rows, cols)], block.R[np.ix_(rows, cols)]
+    y = np.fromiter((ex.outcome for ex in examples), dtype=np.int64, count=len(examples))
+    w = np.fromiter((ex.weight for ex in examples), dtype=np.float64, count=len(examples))
+    return BatchArrays(list(range(len(examples))), XL, XR, None, y, w, {})

@@ -55,6 +55,7 @@ from stream.workers._snapshot import (
     split_stream_meta,
 )
 from stream.workers.gauges import push_learner_gauges
+from stream.workers.progressive import new_progressive, update_progressive
 from stream.workers.refits import RefitScheduling
 from stream.workers.sources import ModelSlot, SourceState
 
@@ -65,8 +66,6 @@ log = logging.getLogger(__name__)
 #: Event-id hashes remembered per model and source (64-bit each, ≈ 32 KiB in a snapshot).
 DEFAULT_DEDUPE_WINDOW = 4096
 
-#: Events over which the progressive ROC AUC is computed exactly (river.metrics.RollingROCAUC).
-AUC_WINDOW = 10_000
 
 
 def observe_n(hist, value: float, n: int) -> None:
@@ -117,8 +116,6 @@ class LearnerCore(RefitScheduling):
     def __init__(self, settings, metrics: Metrics | None = None, dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
                  loop: asyncio.AbstractEventLoop | None = None, executor=None, clock=time.monotonic,
                  refit_pool=None) -> None:
-        from river import metrics as rm
-
         self.settings = settings
         self.metrics = metrics or build_metrics()
         self.dedupe_window = int(dedupe_window)
@@ -132,9 +129,7 @@ class LearnerCore(RefitScheduling):
         self.click_expander = SessionExpander(ClickPairing.from_settings(settings))
         self.sources: dict[str, SourceState] = {}
         self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
-        # ROC AUC over the last AUC_WINDOW scored events, exact (rank-based): river's ROCAUC bins
-        # probabilities into 10 thresholds, which flattens margin models whose σ(g) stays near 0.5.
-        self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.RollingROCAUC(window_size=AUC_WINDOW)) for m in self.models}
+        self.progressive = {m: new_progressive() for m in self.models}
         # labelled children resolved once (``labels()`` costs ~10 µs per call)
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
         self._m_relearned = {m: self.metrics.events_relearned.labels(model=m) for m in self.models}
@@ -432,13 +427,8 @@ class LearnerCore(RefitScheduling):
             p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
         except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
             return
-        acc, ll, auc = self.progressive[name]
         ys, ps = (arr.y[strict] == 1).tolist(), p[strict].tolist()
-        acc_u, ll_u, auc_u = acc.update, ll.update, auc.update
-        for yi, pi in zip(ys, ps):
-            acc_u(yi, pi > 0.5)
-            ll_u(yi, pi)
-            auc_u(yi, pi)
+        update_progressive(*self.progressive[name], ys, ps)
         self.monitor.observe_losses(name, ys, ps)
 
     def _validate_progressively(self, name: str, learner, ex) -> None:
