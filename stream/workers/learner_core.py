@@ -389,13 +389,9 @@ class LearnerCore(RefitScheduling):
         if not learned:
             return
         now = time.perf_counter()
-        size = self.dedupe_window
-        digest = slot.digest
-        for i in learned:
-            h = hashes[i]
-            digest = digest_add(digest, h)
-            slot.remember(h, size)
-        slot.digest = digest
+        hs = [hashes[i] for i in learned]
+        slot.digest = digest_add(slot.digest, sum(hs))  # (a + b) mod 2⁶⁴ is associative: one sum
+        slot.remember_many(hs, self.dedupe_window)
         slot.count += len(learned)
         self.tally[name]["learned"] += len(learned)
         # an event this process learned before (a restore rolled the state back) counts apart
@@ -448,7 +444,8 @@ class LearnerCore(RefitScheduling):
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_due(self, st: SourceState, now: float | None = None) -> bool:
-        """True when ``st`` has unsnapshotted work and the event count, the timer or a refit says so."""
+        """True when ``st`` has unsnapshotted work and the event count (at most once per
+        ``snapshot_min_seconds``), the timer or a refit says so."""
         if st.publishing:
             return False
         now = self.clock() if now is None else now
@@ -456,8 +453,9 @@ class LearnerCore(RefitScheduling):
             return True
         if st.since_snapshot <= 0:
             return False
-        return (st.since_snapshot >= self.settings.snapshot_every_events
-                or now - st.last_snapshot >= self.settings.snapshot_every_seconds)
+        age = now - st.last_snapshot
+        return ((st.since_snapshot >= self.settings.snapshot_every_events and age >= self.settings.snapshot_min_seconds)
+                or age >= self.settings.snapshot_every_seconds)
 
     def build_snapshots(self, st: SourceState) -> tuple[list[tuple[bytes, bytes]], list, dict]:
         """Encode one snapshot per model of ``st`` and take the messages they cover.
