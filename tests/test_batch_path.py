@@ -40,7 +40,7 @@ def ev(i, rng, eid=None, **extra) -> bytes:
 
 
 def settings(**kw):
-    return Settings.load(None, {"snapshot_every_events": 1000, "snapshot_every_seconds": 3600, **kw}, environ={})
+    return Settings.load(None, {"snapshot_every_events": 1000, "snapshot_every_seconds": 3600, "snapshot_min_seconds": 0, **kw}, environ={})
 
 
 def rows(X):

@@ -26,11 +26,16 @@ run unchanged, each message on its own — except for the common shape of a pref
 :func:`_fast_preferences` checks a batch at a time: the structure per message with dict and
 type lookups, every feature, context and weight value of the batch in one numpy array
 (finite, within :data:`~stream.contract.MAX_ABS_VALUE` / :data:`~stream.contract.WEIGHT_RANGE`).
-It only ever *accepts*, and builds the very :class:`~stream.contract.PreferenceExample` the
-validator builds; any message it is not sure of goes through :func:`preference_from_doc`,
-which gives the reason (``tests/test_ingest_fast.py`` compares both on valid and broken
-events). Measured in ``bench/catchup.py --profile-events``: validation was a quarter of the
-learner core's time on Pokémon duels (26 features a side) before.
+It only ever *accepts*, and gives a :class:`RowExample` equal to the
+:class:`~stream.contract.PreferenceExample` the validator builds; any message it is not sure of
+goes through :func:`preference_from_doc`, which gives the reason (``tests/test_ingest_fast.py``
+compares both on valid and broken events). A row example keeps its item features as a row of
+the batch's ``(n, k)`` arrays (one :class:`_Block` per feature-name tuple, held by the
+:class:`Parsed` list :func:`parse_batch` returns): :func:`learner_arrays` indexes those arrays
+instead of reading dicts, and the feature dicts are built only when asked for (``learn_one``
+fallbacks, explainers). Measured in ``bench/catchup.py --profile-events``: validation was a
+quarter of the learner core's time on Pokémon duels (26 features a side) before the batch
+check, and building the example dicts and reading them back into arrays half of what remained.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from stream.contract import (
 )
 from stream.contract.preference import _PREF_KEYS, _REF_KEYS
 
-__all__ = ["BatchArrays", "decode", "learner_arrays", "parse_batch"]
+__all__ = ["BatchArrays", "Parsed", "RowExample", "decode", "learner_arrays", "parse_batch"]
 
 _ORJSON_ERROR = orjson.JSONDecodeError
 
@@ -92,8 +97,9 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
 
     Returns
     -------
-    list
-        One entry per message: a list of :class:`~stream.contract.PreferenceExample` (one for a
+    Parsed
+        A list with one entry per message: a list of :class:`~stream.contract.PreferenceExample`
+        or :class:`RowExample` (one for a
         preference event, the expanded pairs for a click session, possibly empty) or the
         :class:`~stream.contract.DeadLetter` the message raised.
     """
@@ -235,6 +241,9 @@ class RowExample:
         return self.example() == other
 
     __hash__ = None  # as PreferenceExample's (its dicts are unhashable)
+
+    def __reduce__(self):  # pickles (e.g. to another process) as the PreferenceExample it stands for
+        return self.example().__reduce__()
 
     def __repr__(self) -> str:
         return repr(self.example())
