@@ -199,6 +199,7 @@ class LearnerCore(RefitScheduling):
         st.next_offset = start
         st.published_next = min(s.next_offset for s in st.slots.values())
         self.sources[src] = st
+        self._warm_refits(st)
         self._set_versions()
         log.info("source %s restored: %s", src, {m: (s.version, s.count, s.next_offset) for m, s in st.slots.items()})
         return st
