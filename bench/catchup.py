@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.stream_throughput import _histogram_quantile  # noqa: E402
 from bench.worker_run import create_run_topics, delete_topics, latest_snapshots, metrics_text, stop_worker  # noqa: E402
-from stream.demo.workers import free_port  # noqa: E402
+from stream.demo.workers import cpu_seconds, free_port  # noqa: E402
 
 MODELS = ["capacity", "gpm", "linear-bt"]
 
@@ -257,28 +257,7 @@ def profile_core(ds, models, params, records, batch: int, partitions: int) -> di
 # ----------------------------------------------------------------------------- the worker
 def _proc_cpu(pid: int, descendants: bool = True) -> float:
     """CPU seconds (user + system) of ``pid`` and (unless ``descendants`` is False) its living descendants."""
-    hz = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    stat: dict[int, list[str]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stat[int(d)] = f
-        children.setdefault(int(f[1]), []).append(int(d))
-    total, todo = 0.0, [pid]
-    while todo:
-        q = todo.pop()
-        if q in stat:
-            f = stat[q]
-            total += (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / hz
-        if descendants:
-            todo.extend(children.get(q, []))
-    return total
+    return cpu_seconds(pid, descendants)
 
 
 def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int, n_workers: int, timeout: float,
