@@ -31,9 +31,9 @@ from the start of the replay (less the warm-up wait) to the last example learned
 warm-up wait excluded); ``p50_explain_ms`` is the median explainer call time over all records;
 ``run_file_events_per_s`` is ``prefstream run``'s events per second (wall time of the command,
 start-up included) and ``run_over_learn`` its ratio to the worker's learning rate;
-``learn_events_per_learner_cpu_s`` divides the events by the CPU seconds of the learner process
-(not its refit process) from the replay's start to the last event learned: what one idle core
-would give, whatever the load.
+``learn_events_per_learner_cpu_s`` divides the examples replayed after the warm-up by the CPU
+seconds of the learner process (not its refit process) from the end of the warm-up to the last
+example learned: what one idle core would give, whatever the load.
 
 Reproduce: ``bash deploy/kafka/start.sh && python bench/mainjob.py --dataset pokemon``
 (about 6–10 minutes on 2 shared cores).
@@ -145,9 +145,10 @@ def main(argv=None) -> int:
                  learn_timeout_s=1500, explain_timeout_s=120, quiet_period_s=10, dataset_obj=ds)
     replay_rate = s["events_sent"] / max(s["replay_s"], 1e-9)
     learn_rate = s["events_per_s"]
-    per_cpu = s["events_sent"] / s["learner_cpu_s"] if s.get("learner_cpu_s", 0) > 0 else float("nan")
-    print(f"learner process: {s.get('learner_cpu_s', float('nan')):.1f} CPU-seconds from the replay's start to the last "
-          f"event learned (its refit process apart): {per_cpu:.1f} events per CPU-second of the learner", flush=True)
+    per_cpu = s.get("learner_cpu_examples", 0) / s["learner_cpu_s"] if s.get("learner_cpu_s", 0) > 0 else float("nan")
+    print(f"learner process: {s.get('learner_cpu_s', float('nan')):.1f} CPU-seconds for the "
+          f"{s.get('learner_cpu_examples', 0)} examples after the warm-up (its refit process apart): "
+          f"{per_cpu:.1f} examples per CPU-second of the learner", flush=True)
     print(f"replay: {s['events_sent']} events in {s['replay_s']} s = {replay_rate:.1f} events/s; learning "
           f"(replay start to last learned, warm-up wait excluded): {learn_rate:.1f} examples/s; load {os.getloadavg()}",
           flush=True)
