@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.stream_throughput import _histogram_quantile  # noqa: E402
 from bench.worker_run import create_run_topics, delete_topics, latest_snapshots, metrics_text, stop_worker  # noqa: E402
-from stream.demo.workers import free_port  # noqa: E402
+from stream.demo.workers import cpu_seconds, free_port  # noqa: E402
 
 MODELS = ["capacity", "gpm", "linear-bt"]
 
@@ -255,29 +255,9 @@ def profile_core(ds, models, params, records, batch: int, partitions: int) -> di
 
 
 # ----------------------------------------------------------------------------- the worker
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of ``pid`` and its living descendants."""
-    hz = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    stat: dict[int, list[str]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stat[int(d)] = f
-        children.setdefault(int(f[1]), []).append(int(d))
-    total, todo = 0.0, [pid]
-    while todo:
-        q = todo.pop()
-        if q in stat:
-            f = stat[q]
-            total += (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / hz
-        todo.extend(children.get(q, []))
-    return total
+def _proc_cpu(pid: int, descendants: bool = True) -> float:
+    """CPU seconds (user + system) of ``pid`` and (unless ``descendants`` is False) its living descendants."""
+    return cpu_seconds(pid, descendants)
 
 
 def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int, n_workers: int, timeout: float,
@@ -317,6 +297,7 @@ def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int
         if got > 0:
             t_first, first = time.perf_counter(), got
             cpu0 = {p.pid: _proc_cpu(p.pid) for p in procs}
+            own0 = {p.pid: _proc_cpu(p.pid, False) for p in procs}
             break
         time.sleep(0.05)
     while t_first is not None and time.perf_counter() < deadline:
@@ -325,6 +306,7 @@ def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int
             break
         time.sleep(0.1)
     cpu = {p.pid: _proc_cpu(p.pid) - cpu0.get(p.pid, 0.0) for p in procs}
+    own = {p.pid: _proc_cpu(p.pid, False) - own0.get(p.pid, 0.0) for p in procs} if t_first is not None else {}
     texts = [metrics_text(p) for p in ports]
     refits = sum(counter("prefstream_refit_duration_seconds_count", t) for t in texts)
     hist = "\n".join(texts)
@@ -359,7 +341,8 @@ def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int
     span = (t_done - t_first) if (t_first and t_done) else float("nan")
     rate = (n - first / len(models)) / span if span == span else float("nan")
     return {"events_per_s": rate, "span_s": span, "done": t_done is not None, "p50_ms": p50, "p99_ms": p99,
-            "latency_inf_bucket": top, "refits": refits, "cpu_s": cpu, "per_model": per_model, "logs": logs}
+            "latency_inf_bucket": top, "refits": refits, "cpu_s": cpu, "worker_cpu_s": own, "per_model": per_model,
+            "logs": logs}
 
 
 def main(argv=None) -> int:
@@ -434,10 +417,13 @@ def main(argv=None) -> int:
             cores = {pid: round(c / r["span_s"], 2) for pid, c in r["cpu_s"].items()} if r["span_s"] == r["span_s"] else {}
             cpu_total = sum(r["cpu_s"].values())
             r["events_per_cpu_s"] = (n / cpu_total) if cpu_total > 0 else float("nan")
+            own_total = sum(r["worker_cpu_s"].values())
+            r["events_per_worker_cpu_s"] = (n / own_total) if own_total > 0 else float("nan")
             r["cores"] = cores
             print(f"[{label}] {workers} worker(s), models {mods}: {r['events_per_s']:,.0f} events/s over {r['span_s']:.1f} s; "
                   f"arrival->learned p50={r['p50_ms']:.1f} ms p99={r['p99_ms']:.1f} ms; refits={r['refits']:.0f}; "
-                  f"CPU cores per process {cores} ({r['events_per_cpu_s']:,.0f} events per CPU-second); lost {r['lost']} duplicated {r['duplicated']} "
+                  f"CPU cores per process {cores} ({r['events_per_cpu_s']:,.0f} events per CPU-second, refit processes included; "
+                  f"{r['events_per_worker_cpu_s']:,.0f} per CPU-second of the worker process alone); lost {r['lost']} duplicated {r['duplicated']} "
                   f"digest equal {r['digest_equal']}; load {load()}", flush=True)
             return r
 

@@ -23,14 +23,17 @@ What it does, in one run (reusing :func:`stream.demo.run_demo`):
 
 The last line is exactly::
 
-    dataset=<name> events=<int> events_per_s=<f> final_auc_capacity=<f> final_auc_gpm=<f> explanations=<int> methods=<int> p50_explain_ms=<f> dead_letters=<int> replay_events_per_s=<f> learn_events_per_s=<f> run_file_events_per_s=<f> run_over_learn=<f>
+    dataset=<name> events=<int> events_per_s=<f> final_auc_capacity=<f> final_auc_gpm=<f> explanations=<int> methods=<int> p50_explain_ms=<f> dead_letters=<int> replay_events_per_s=<f> learn_events_per_s=<f> run_file_events_per_s=<f> run_over_learn=<f> learn_events_per_learner_cpu_s=<f>
 
 ``events_per_s`` (= ``learn_events_per_s``) counts examples learned (by both models) per second
 from the start of the replay (less the warm-up wait) to the last example learned;
 ``replay_events_per_s`` is the replay's own rate (events sent and acknowledged per second, the
 warm-up wait excluded); ``p50_explain_ms`` is the median explainer call time over all records;
 ``run_file_events_per_s`` is ``prefstream run``'s events per second (wall time of the command,
-start-up included) and ``run_over_learn`` its ratio to the worker's learning rate.
+start-up included) and ``run_over_learn`` its ratio to the worker's learning rate;
+``learn_events_per_learner_cpu_s`` divides the examples replayed after the warm-up by the CPU
+seconds of the learner process (not its refit process) from the end of the warm-up to the last
+example learned: what one idle core would give, whatever the load.
 
 Reproduce: ``bash deploy/kafka/start.sh && python bench/mainjob.py --dataset pokemon``
 (about 6–10 minutes on 2 shared cores).
@@ -142,6 +145,10 @@ def main(argv=None) -> int:
                  learn_timeout_s=1500, explain_timeout_s=120, quiet_period_s=10, dataset_obj=ds)
     replay_rate = s["events_sent"] / max(s["replay_s"], 1e-9)
     learn_rate = s["events_per_s"]
+    per_cpu = s.get("learner_cpu_examples", 0) / s["learner_cpu_s"] if s.get("learner_cpu_s", 0) > 0 else float("nan")
+    print(f"learner process: {s.get('learner_cpu_s', float('nan')):.1f} CPU-seconds for the "
+          f"{s.get('learner_cpu_examples', 0)} examples after the warm-up (its refit process apart): "
+          f"{per_cpu:.1f} examples per CPU-second of the learner", flush=True)
     print(f"replay: {s['events_sent']} events in {s['replay_s']} s = {replay_rate:.1f} events/s; learning "
           f"(replay start to last learned, warm-up wait excluded): {learn_rate:.1f} examples/s; load {os.getloadavg()}",
           flush=True)
@@ -164,7 +171,8 @@ def main(argv=None) -> int:
           f"explanations={s['explanations_total']} methods={s['explanation_methods']} "
           f"p50_explain_ms={s['p50_explain_ms']:.2f} dead_letters={s['dead_letters']} "
           f"replay_events_per_s={replay_rate:.1f} learn_events_per_s={learn_rate:.1f} "
-          f"run_file_events_per_s={run_rate:.1f} run_over_learn={run_rate / learn_rate:.3f}", flush=True)
+          f"run_file_events_per_s={run_rate:.1f} run_over_learn={run_rate / learn_rate:.3f} "
+          f"learn_events_per_learner_cpu_s={per_cpu:.1f}", flush=True)
     return 0 if s["ok"] else 1
 
 

@@ -67,6 +67,12 @@ class RefittingGPM(PreferenceLearner):
         Strict pairs needed before the first fit.
     model_params : dict, optional
         Keyword arguments of :class:`learners.gpm.GPM` (defaults: a 4 × 3 hold-out grid, ≤ 1000 centres).
+    reselect_every : int, default=1
+        Search the hyper-parameter grid on every ``reselect_every``-th refit (and on the first and
+        every drift-triggered one); the refits in between fit at the last selected penalty,
+        length-scale multiplier and item constant on the whole window. 1: search on every refit.
+        A search fits the whole grid (48 points at the defaults, ~40 CPU-seconds on a 3,000-pair
+        window of 26 features), a fixed refit one point.
     device : str, optional
         Torch device of the refit; None → "cuda" if available else "cpu".
     seed : int, default=0
@@ -99,7 +105,7 @@ class RefittingGPM(PreferenceLearner):
     def __init__(self, feature_names: Sequence[str], context_names: Sequence[str] | None = None, window_size: int = 5000,
                  window: str = "sliding", refit_every: int | None = 1000, refit_interval_s: float | None = None,
                  drift: bool = True, adwin_delta: float = 0.002, min_train: int = 50, model_params: dict | None = None,
-                 device: str | None = None, seed: int = 0):
+                 device: str | None = None, seed: int = 0, reselect_every: int = 1):
         self.feature_names_in = list(feature_names)
         self.context_names = None if context_names is None else list(context_names)
         self.window_size = window_size
@@ -112,6 +118,7 @@ class RefittingGPM(PreferenceLearner):
         self.model_params = model_params
         self.device = device
         self.seed = seed
+        self.reselect_every = reselect_every
         o = type(self).__name__
         check_param(o, "feature_names", feature_names, len(self.feature_names_in) > 0 and len(set(self.feature_names_in)) == len(self.feature_names_in), "a non-empty list of distinct names")
         check_param(o, "window_size", window_size, isinstance(window_size, int) and window_size >= 2, "an int >= 2")
@@ -120,6 +127,7 @@ class RefittingGPM(PreferenceLearner):
         check_param(o, "refit_interval_s", refit_interval_s, refit_interval_s is None or refit_interval_s > 0, "None or a float in (0, inf)")
         check_param(o, "min_train", min_train, isinstance(min_train, int) and 2 <= min_train <= window_size, "an int in [2, window_size]")
         check_param(o, "adwin_delta", adwin_delta, 0 < adwin_delta < 1, "a float in (0, 1)")
+        check_param(o, "reselect_every", reselect_every, isinstance(reselect_every, int) and reselect_every >= 1, "an int >= 1")
         if self.context_names is not None:
             self.model_name = "cgpm"
         self._d = len(self.feature_names_in)
@@ -134,6 +142,7 @@ class RefittingGPM(PreferenceLearner):
         self._refitting = False
         self._model = None
         self._version = 0
+        self._fixed_refits = 0  # refits at the last selected hyper-parameters since the last search
         self._adwin = self._new_adwin()
         self._loss_sum, self._loss_n = 0.0, 0
         self.last_refit_info: dict | None = None
@@ -410,9 +419,14 @@ class RefittingGPM(PreferenceLearner):
         params.setdefault("dtype", "float32" if device.startswith("cuda") else "float64")
         params["device"] = device
         params["seed"] = int(self.seed) + self._version
+        model = self._model
+        search = model is None or trigger == "drift" or self._fixed_refits >= self.reselect_every - 1
+        if not search:  # refit at the selected point (GPM.fit searches nothing when none is "auto")
+            params.update(penalty=float(model.penalty_), lengthscale_multiplier=float(model.multiplier_),
+                          item_constant=float(getattr(model, "item_constant_", 0.0)))
         return {"XL": XL, "XR": XR, "U": U, "y": y, "feature_names": self.feature_names_in,
                 "context_names": self.context_names if self._p else None, "params": params, "trigger": trigger,
-                "t0": time.perf_counter(), "device": device}
+                "t0": time.perf_counter(), "device": device, "searched": search}
 
     def refit_abort(self) -> None:
         """Forget a refit started with :meth:`refit_begin` that will not finish."""
@@ -433,10 +447,13 @@ class RefittingGPM(PreferenceLearner):
                 self._version += 1
                 self._last_refit_t = time.monotonic()  # time trigger counts from the completed refit
                 self._adwin = self._new_adwin()
+                self._fixed_refits = 0 if job.get("searched", True) else self._fixed_refits + 1
         finally:
             self._refitting = False
+        auc = float(model.val_auc_)
         info = {"duration_s": time.perf_counter() - job["t0"], "n_train": int(model.n_train_),
-                "val_auc": float(model.val_auc_), "device": job["device"], "model_version": self._version,
+                "val_auc": auc if math.isfinite(auc) else None, "searched": bool(job.get("searched", True)),
+                "device": job["device"], "model_version": self._version,
                 "penalty": float(model.penalty_), "multiplier": float(model.multiplier_),
                 "item_constant": float(getattr(model, "item_constant_", 0.0)), "trigger": job["trigger"]}
         self.last_refit_info = info
@@ -447,7 +464,7 @@ class RefittingGPM(PreferenceLearner):
         return {"window_size": self.window_size, "window": self.window, "refit_every": self.refit_every,
                 "refit_interval_s": self.refit_interval_s, "drift": self.drift, "adwin_delta": self.adwin_delta,
                 "min_train": self.min_train, "model_params": _jsonable(self.model_params), "device": self.device,
-                "seed": self.seed}
+                "seed": self.seed, "reselect_every": self.reselect_every}
 
     def state_dict(self) -> dict:
         """Meta (names, parameters, counters, fitted model meta) and float32 arrays (model + window).
@@ -462,7 +479,8 @@ class RefittingGPM(PreferenceLearner):
             model = self._model
         meta = {"model_name": self.model_name, "feature_names": self.feature_names, "context_names": self.context_names,
                 "params": self._params(), "model_version": self._version, "n_seen": self._n_seen,
-                "n_strict": self._window.n_offered, "fitted": model is not None, "model": None}
+                "n_strict": self._window.n_offered, "fitted": model is not None, "model": None,
+                "fixed_refits": self._fixed_refits}
         if model is not None:
             ms = model.state_dict(float32=True)
             meta["model"] = ms["meta"]
@@ -491,6 +509,7 @@ class RefittingGPM(PreferenceLearner):
                                 arr["window_y"], meta["n_strict"])
             obj._n_seen = int(meta["n_seen"])
             obj._version = int(meta["model_version"])
+            obj._fixed_refits = int(meta.get("fixed_refits", 0))  # older snapshots: count from 0
             if meta["fitted"]:
                 marr = {k[len("model."):]: v for k, v in arr.items() if k.startswith("model.")}
                 obj._model = _PairModel.from_state({"meta": meta["model"], "arrays": marr})

@@ -8,7 +8,7 @@ with :func:`refit_process_init` — and returns the model's state dict, which
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_MODEL_PARAMS", "fit_job", "fit_window", "refit_process_init"]
+__all__ = ["DEFAULT_MODEL_PARAMS", "fit_job", "fit_window", "refit_process_init", "warm_up"]
 
 #: Keyword arguments of :class:`learners.gpm.GPM` of a refit unless ``model_params`` says otherwise.
 DEFAULT_MODEL_PARAMS = {"penalty_grid": (1e-3, 1e-4, 1e-5, 1e-6), "multiplier_grid": (0.5, 1.0, 2.0),
@@ -60,6 +60,17 @@ def die_with_parent() -> None:
         return
     if os.getppid() != parent:  # the parent died before the call: nobody is left to signal us
         os._exit(0)
+
+
+def warm_up() -> bool:
+    """Import what a fit needs (torch, the GPM), in a refit worker process before its first job:
+    a spawned process otherwise spends its first seconds importing while a refit waits."""
+    import torch
+
+    import learners.gpm  # noqa: F401
+
+    torch.set_num_threads(1)
+    return True
 
 
 def fit_window(job: dict) -> dict:

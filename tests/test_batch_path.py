@@ -40,7 +40,7 @@ def ev(i, rng, eid=None, **extra) -> bytes:
 
 
 def settings(**kw):
-    return Settings.load(None, {"snapshot_every_events": 1000, "snapshot_every_seconds": 3600, **kw}, environ={})
+    return Settings.load(None, {"snapshot_every_events": 1000, "snapshot_every_seconds": 3600, "snapshot_min_seconds": 0, **kw}, environ={})
 
 
 def rows(X):
@@ -321,3 +321,18 @@ def test_snapshot_stores_next_offset_and_count_once_in_the_envelope():
     assert "next_offset" not in info and "training_count" not in info and len(info["window"]) == 7
     restored = LearnerCore(s).new_source(s.topic_preferences, 2, {k.decode(): v for k, v in records})
     assert (restored.next_offset, restored.slots["linear-bt"].count) == (7, 7)
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 4096])
+def test_remember_many_keeps_the_window_of_one_remember_per_event(size):
+    from stream.workers.sources import ModelSlot
+
+    rng = np.random.default_rng(size)
+    one, many = ModelSlot(learner=None), ModelSlot(learner=None)
+    hs = [int(h) for h in rng.permutation(1 << 16)[:6000]]
+    for k in range(0, len(hs), 450):
+        chunk = hs[k:k + 450]
+        for h in chunk:
+            one.remember(h, size)
+        many.remember_many(chunk, size)
+        assert list(many.window) == list(one.window) and many.window_set == one.window_set

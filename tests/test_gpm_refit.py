@@ -170,3 +170,41 @@ def test_no_probability_before_the_first_refit():
     with pytest.raises(NotFittedError, match="not been refitted"):
         m.predict_proba_one({"a": 1.0}, {"a": 0.0})
     assert m.margin_one({"a": 1.0}, {"a": 0.0}) == 0.0
+
+
+def test_refits_between_searches_fit_at_the_selected_point_and_every_kth_or_drift_refit_searches():
+    from learners.gpm import GPM
+    from learners.refit import fit_window
+
+    m = RefittingGPM(["f0", "f1"], refit_every=100, min_train=100, model_params=FAST, device="cpu", reselect_every=3)
+    ev = list(_stream(700))
+    searched, k = [], 100
+    for xl, xr, y in ev[:k]:
+        m.learn_one(xl, xr, y)
+    for _ in range(5):
+        assert m.wants_refit()
+        job = m.refit_begin()
+        fitted = fit_window(job)
+        if not job["searched"]:  # the selected point of the last search, on the whole window
+            sel = m.model
+            assert (job["params"]["penalty"], job["params"]["lengthscale_multiplier"], job["params"]["item_constant"]) == \
+                (sel.penalty_, sel.multiplier_, sel.item_constant_)
+            ref = GPM(["f0", "f1"], **job["params"]).fit(job["XL"], job["XR"], job["y"])
+            assert ref.selection_ == "none" and ref.n_train_ == len(job["y"])
+            np.testing.assert_array_equal(fitted["arrays"]["alpha"], ref.state_dict()["arrays"]["alpha"])
+        info = m.refit_finish(job, fitted)
+        searched.append(info["searched"])
+        assert (info["val_auc"] is None) == (not info["searched"])
+        for xl, xr, y in ev[k:k + 100]:
+            m.learn_one(xl, xr, y)
+        k += 100
+    assert searched == [True, False, False, True, False]
+    # the count survives a snapshot; a drift-triggered refit searches whatever the count
+    m2 = RefittingGPM.from_state(load_state(dump_state(m.state_dict())))
+    assert m2.reselect_every == 3 and m2._fixed_refits == 1
+    assert m2.refit()["searched"] is False and m2._fixed_refits == 2
+    m2._drift_flag = True
+    assert m2.refit_begin()["searched"] is True
+    m2.refit_abort()
+    with pytest.raises(InvalidParameterError):
+        RefittingGPM(["f0"], reselect_every=0)

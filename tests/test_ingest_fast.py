@@ -118,3 +118,35 @@ def test_batched_loss_monitor_gives_the_alarms_of_one_by_one():
     b = [r for k in range(0, len(ys), 500) for r in many.observe_losses("lin", ys[k:k + 500], ps[k:k + 500])]
     strip = lambda rs: [{k: v for k, v in r.items() if k not in ("detected_at", "drift_id")} for r in rs]
     assert len(a) >= 1 and strip(a) == strip(b)
+
+
+def test_batch_arrays_from_the_parsed_rows_equal_the_arrays_of_the_validators_examples():
+    from stream.contract.batch import RowExample, _block_arrays, learner_arrays
+
+    rng = np.random.default_rng(6)
+    docs = [_event(i, rng) for i in range(60)]
+    for d in docs[::7]:  # a second feature-name tuple in the same batch: a second block
+        for side in ("left", "right"):
+            d[side]["features"] = {"g0": 1.5, "f1": d[side]["features"]["f1"]}
+    for d in docs:
+        d.pop("context", None)
+    parsed = parse_batch("preferences", [json.dumps(d).encode() for d in docs], None, 1 << 20)
+    assert len(parsed.blocks) == 2
+    rows = [r[0] for r in parsed]
+    assert all(type(r) is RowExample for r in rows)
+    oracle = [preference_from_doc(d, None) for d in docs]
+    assert rows == oracle and oracle == rows and [r.example() for r in rows] == oracle
+    main = [k for k, d in enumerate(docs) if "f0" in d["left"]["features"]]
+    assert _block_arrays([rows[k] for k in main], ["f3", "f1"], None) is not None  # the indexing path is taken
+    for names in (["f0", "f1", "f2", "f3", "f4"], ["f3", "f1"], ["f1"], ["f1", "f9"]):
+        for pick in (main, main[::2], list(range(len(docs)))):
+            got = learner_arrays([rows[k] for k in pick], names, None, "m")
+            ref = learner_arrays([oracle[k] for k in pick], names, None, "m")
+            assert got.rows == ref.rows and got.rejected == ref.rejected
+            for a in ("X_left", "X_right", "y", "weight"):
+                np.testing.assert_array_equal(getattr(got, a), getattr(ref, a))
+                assert getattr(got, a).dtype == getattr(ref, a).dtype
+    # an example kept past its batch holds no reference to the batch's arrays, and keeps its values
+    kept = rows[3]
+    del parsed, rows
+    assert kept.block() is None and kept == oracle[3] and kept.left == oracle[3].left

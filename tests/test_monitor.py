@@ -211,7 +211,7 @@ def test_worker_cores_feed_the_monitor_and_export_gauges():
     from stream.workers.learner import LearnerCore
 
     registry.models()
-    s = Settings.load(overrides={"models": ["linear-bt"], "explain_sample_rate": 1.0, "snapshot_every_events": 20,
+    s = Settings.load(overrides={"models": ["linear-bt"], "explain_sample_rate": 1.0, "snapshot_every_events": 20, "snapshot_min_seconds": 0,
                                  "monitor_window": 20, "monitor_warmup": 0, "monitor_check_every": 10}, environ={})
     learner, explainer = LearnerCore(s), ExplainerCore(s)
     st = learner.new_source(s.topic_preferences, 0, {})

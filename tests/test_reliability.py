@@ -49,7 +49,7 @@ def ev(i, rng, eid=None, left=None, right=None, weight=None) -> bytes:
 
 
 def settings(**kw):
-    return Settings.load(None, {"snapshot_every_events": 1000, "snapshot_every_seconds": 3600,
+    return Settings.load(None, {"snapshot_every_events": 1000, "snapshot_every_seconds": 3600, "snapshot_min_seconds": 0,
                                 "feature_names": NAMES, **kw}, environ={})
 
 

@@ -40,7 +40,7 @@ def ev(i: int, rng, eid: str | None = None) -> bytes:
 
 
 def settings(**kw):
-    return Settings.load(None, {"snapshot_every_events": 1000, "snapshot_every_seconds": 3600, **kw}, environ={})
+    return Settings.load(None, {"snapshot_every_events": 1000, "snapshot_every_seconds": 3600, "snapshot_min_seconds": 0, **kw}, environ={})
 
 
 def published(records) -> dict:
@@ -251,6 +251,31 @@ def test_snapshot_due_by_count_and_by_time():
     core.process(st, 2, ev(2, rng))
     assert not core.snapshot_due(st)
     core.process(st, 3, ev(3, rng))
+    assert core.snapshot_due(st)
+
+
+def test_an_event_count_snapshot_waits_for_snapshot_min_seconds():
+    now = [0.0]
+    s = settings(snapshot_every_events=3, snapshot_every_seconds=10.0, snapshot_min_seconds=1.0)
+    core = LearnerCore(s, clock=lambda: now[0])
+    st = core.new_source(s.topic_preferences, 0, {})
+    rng = np.random.default_rng(6)
+    for off in range(5):
+        core.process(st, off, ev(off, rng))
+    assert st.since_snapshot == 5 and not core.snapshot_due(st)  # the count is reached, 0 s since the start
+    now[0] = 0.999
+    assert not core.snapshot_due(st)
+    now[0] = 1.0
+    assert core.snapshot_due(st)
+    core.snapshot_done(st, core.build_snapshots(st)[2], True)
+    for off in range(5, 8):
+        core.process(st, off, ev(off, rng))
+    now[0] = 1.5
+    assert not core.snapshot_due(st)
+    st.force = True  # a refit's snapshot does not wait
+    assert core.snapshot_due(st)
+    st.force = False
+    now[0] = 2.0
     assert core.snapshot_due(st)
 
 

@@ -26,16 +26,22 @@ run unchanged, each message on its own — except for the common shape of a pref
 :func:`_fast_preferences` checks a batch at a time: the structure per message with dict and
 type lookups, every feature, context and weight value of the batch in one numpy array
 (finite, within :data:`~stream.contract.MAX_ABS_VALUE` / :data:`~stream.contract.WEIGHT_RANGE`).
-It only ever *accepts*, and builds the very :class:`~stream.contract.PreferenceExample` the
-validator builds; any message it is not sure of goes through :func:`preference_from_doc`,
-which gives the reason (``tests/test_ingest_fast.py`` compares both on valid and broken
-events). Measured in ``bench/catchup.py --profile-events``: validation was a quarter of the
-learner core's time on Pokémon duels (26 features a side) before.
+It only ever *accepts*, and gives a :class:`RowExample` equal to the
+:class:`~stream.contract.PreferenceExample` the validator builds; any message it is not sure of
+goes through :func:`preference_from_doc`, which gives the reason (``tests/test_ingest_fast.py``
+compares both on valid and broken events). A row example keeps its item features as a row of
+the batch's ``(n, k)`` arrays (one :class:`_Block` per feature-name tuple, held by the
+:class:`Parsed` list :func:`parse_batch` returns): :func:`learner_arrays` indexes those arrays
+instead of reading dicts, and the feature dicts are built only when asked for (``learn_one``
+fallbacks, explainers). Measured in ``bench/catchup.py --profile-events``: validation was a
+quarter of the learner core's time on Pokémon duels (26 features a side) before the batch
+check, and building the example dicts and reading them back into arrays half of what remained.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from operator import itemgetter
 from typing import Any, Sequence
 
@@ -54,7 +60,7 @@ from stream.contract import (
 )
 from stream.contract.preference import _PREF_KEYS, _REF_KEYS
 
-__all__ = ["BatchArrays", "decode", "learner_arrays", "parse_batch"]
+__all__ = ["BatchArrays", "Parsed", "RowExample", "decode", "learner_arrays", "parse_batch"]
 
 _ORJSON_ERROR = orjson.JSONDecodeError
 
@@ -107,13 +113,14 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
 
     Returns
     -------
-    list
-        One entry per message: a list of :class:`~stream.contract.PreferenceExample` (one for a
+    Parsed
+        A list with one entry per message: a list of :class:`~stream.contract.PreferenceExample`
+        or :class:`RowExample` (one for a
         preference event, the expanded pairs for a click session, possibly empty) or the
         :class:`~stream.contract.DeadLetter` the message raised.
     """
     single = kind != "clicks"
-    out: list = []
+    out = Parsed()
     docs: list = []
     for raw in values:
         try:
@@ -121,6 +128,7 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
         except DeadLetter as dl:
             docs.append(dl)
     fast = _fast_preferences(docs) if single else [None] * len(docs)
+    out.blocks = getattr(fast, "blocks", [])
     for doc, ex in zip(docs, fast):
         if ex is not None:
             out.append([ex])
@@ -186,10 +194,81 @@ def _shape(d: Any):
     return eid, ts, o, names, fl, fr, c, lid, rid
 
 
+class _Block:
+    """Feature values of the fast path's messages of one batch with one feature-name tuple.
+
+    Attributes
+    ----------
+    names : tuple of str
+    L, R : ndarray (n, len(names))
+        Left and right item features of the block's messages, in ``names`` order.
+    """
+
+    __slots__ = ("L", "R", "__weakref__", "names")
+
+    def __init__(self, names: tuple, L: np.ndarray, R: np.ndarray) -> None:
+        self.names, self.L, self.R = names, L, R
+
+
+class RowExample:
+    """A validated preference event of the batch fast path: a :class:`PreferenceExample` whose item
+    features stay a row of the batch's arrays until someone asks for the dicts.
+
+    ``left`` / ``right`` build (and keep) the same dicts of floats the contract's validator builds
+    (from the decoded message's feature dicts, whose values the batch check passed);
+    :meth:`example` gives the :class:`PreferenceExample` itself, and a row example compares equal
+    to it. :func:`learner_arrays` takes the rows of one batch straight from the block's arrays
+    (a weak reference: an example kept longer, e.g. in the explainer's reservoir, does not keep
+    the batch's arrays alive).
+    """
+
+    __slots__ = ("_left", "_right", "block", "context", "event_id", "left_id", "outcome", "raw_left", "raw_right",
+                 "right_id", "row", "timestamp", "weight")
+
+    def __init__(self, event_id, timestamp, outcome, context, weight, left_id, right_id, raw_left, raw_right, block,
+                 row):
+        self.event_id, self.timestamp, self.outcome, self.context, self.weight = event_id, timestamp, outcome, context, weight
+        self.left_id, self.right_id, self.raw_left, self.raw_right = left_id, right_id, raw_left, raw_right
+        self.block, self.row = block, row
+        self._left = self._right = None
+
+    @property
+    def left(self) -> dict:
+        if self._left is None:
+            self._left = {k: float(v) for k, v in self.raw_left.items()}
+        return self._left
+
+    @property
+    def right(self) -> dict:
+        if self._right is None:
+            self._right = {k: float(v) for k, v in self.raw_right.items()}
+        return self._right
+
+    def example(self) -> PreferenceExample:
+        """The same event as a :class:`PreferenceExample`."""
+        return PreferenceExample(self.event_id, self.timestamp, self.left, self.right, self.outcome, self.context,
+                                 self.weight, self.left_id, self.right_id)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, RowExample):
+            other = other.example()
+        if not isinstance(other, PreferenceExample):
+            return NotImplemented
+        return self.example() == other
+
+    __hash__ = None  # as PreferenceExample's (its dicts are unhashable)
+
+    def __reduce__(self):  # pickles (e.g. to another process) as the PreferenceExample it stands for
+        return self.example().__reduce__()
+
+    def __repr__(self) -> str:
+        return repr(self.example())
+
+
 def _fast_preferences(docs: Sequence[Any]) -> list:
-    """Per decoded message: the :class:`PreferenceExample` of an event of the common shape whose
+    """Per decoded message: the :class:`RowExample` of an event of the common shape whose
     values all pass, else None (that message goes through :func:`preference_from_doc`)."""
-    out: list = [None] * len(docs)
+    out = Parsed([None] * len(docs))
     picked, starts, flat, weights = [], [], [], []
     ext = flat.extend
     for j, d in enumerate(docs):
@@ -219,18 +298,33 @@ def _fast_preferences(docs: Sequence[Any]) -> list:
         w = arr[weights]
         ok[weights] = (w >= WEIGHT_RANGE[0]) & (w <= WEIGHT_RANGE[1])
     good = np.logical_and.reduceat(ok, starts).tolist()
-    floats = arr.tolist()
-    for (j, (eid, ts, o, names, _fl, _fr, c, lid, rid)), a, g in zip(picked, starts, good):
+    # the accepted messages' item features as (n, k) arrays, one block per feature-name tuple
+    groups: dict = {}
+    for (j, sh), a, g in zip(picked, starts, good):
+        if g:
+            groups.setdefault(sh[3], []).append(a)
+    blocks = {}
+    for names, at in groups.items():
+        both = arr[np.asarray(at)[:, None] + np.arange(2 * len(names))]
+        block = _Block(names, both[:, :len(names)], both[:, len(names):])
+        blocks[names] = [weakref.ref(block), block, 0]
+    for (j, (eid, ts, o, names, fl, fr, c, lid, rid)), g in zip(picked, good):
         if not g:
             continue
-        k = len(names)
-        m = a + 2 * k
-        ctx = None if c is None else dict(zip(c, floats[m:m + len(c)]))
-        if c is not None:
-            m += len(c)
-        out[j] = PreferenceExample(eid, float(ts), dict(zip(names, floats[a:a + k])), dict(zip(names, floats[a + k:a + 2 * k])),
-                                   o, ctx, floats[m] if "weight" in docs[j] else 1.0, lid, rid)
+        b = blocks[names]
+        d = docs[j]
+        out[j] = RowExample(eid, float(ts), o, None if c is None else {k: float(v) for k, v in c.items()},
+                            float(d["weight"]) if "weight" in d else 1.0, lid, rid, fl, fr, b[0], b[2])
+        b[2] += 1
+    out.blocks = [b[1] for b in blocks.values()]
     return out
+
+
+class Parsed(list):
+    """The list :func:`parse_batch` returns, holding the batch's :class:`_Block` arrays (its row
+    examples refer to them weakly: they live as long as this list)."""
+
+    blocks: list = []
 
 
 def _values(d: dict, sh: tuple) -> list:
@@ -244,8 +338,10 @@ def _fast_preferences_of(picked: list, docs: Sequence[Any], out: list, finite_in
     """:func:`_fast_preferences` again on the messages ``picked`` (rare: after a wrong type or a huge integer)."""
     sub = [docs[j] for j, sh in picked if not finite_ints or all(-1e300 < v < 1e300 for v in _values(docs[j], sh))]
     idx = [j for j, sh in picked if not finite_ints or all(-1e300 < v < 1e300 for v in _values(docs[j], sh))]
-    for j, ex in zip(idx, _fast_preferences(sub) if sub else []):
+    again = _fast_preferences(sub) if sub else Parsed()
+    for j, ex in zip(idx, again):
         out[j] = ex
+    out.blocks = again.blocks
     return out
 
 
@@ -286,6 +382,9 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
     ``learn_one``, and logged (a warning once per model and feature name). Feature values are
     already finite floats (the contract checked them).
     """
+    fast = _block_arrays(examples, feature_names, context_names)
+    if fast is not None:
+        return fast
     gl = _getter(feature_names)
     gc = _getter(context_names) if context_names else None
     d = len(feature_names)
@@ -315,3 +414,32 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
     y = np.fromiter((examples[i].outcome for i in rows), dtype=np.int64, count=len(rows))
     w = np.fromiter((examples[i].weight for i in rows), dtype=np.float64, count=len(rows))
     return BatchArrays(rows, XL, XR, XC, y, w, rejected)
+
+
+def _block_arrays(examples: Sequence, feature_names: Sequence[str], context_names) -> BatchArrays | None:
+    """:func:`learner_arrays` of row examples of one live block, by indexing its arrays (no dicts), or
+    None when the examples are not all such rows, a feature is missing or the model takes a context."""
+    if context_names or not examples:
+        return None
+    first = examples[0]
+    if type(first) is not RowExample:
+        return None
+    ref = first.block
+    if any(type(ex) is not RowExample or ex.block is not ref for ex in examples):
+        return None
+    block = ref()
+    if block is None:
+        return None
+    pos = {n: i for i, n in enumerate(block.names)}
+    try:
+        cols = [pos[f] for f in feature_names]
+    except KeyError:
+        return None
+    rows = np.fromiter((ex.row for ex in examples), dtype=np.intp, count=len(examples))
+    if cols == list(range(len(block.names))):
+        XL, XR = block.L[rows], block.R[rows]
+    else:
+        XL, XR = block.L[np.ix_(rows, cols)], block.R[np.ix_(rows, cols)]
+    y = np.fromiter((ex.outcome for ex in examples), dtype=np.int64, count=len(examples))
+    w = np.fromiter((ex.weight for ex in examples), dtype=np.float64, count=len(examples))
+    return BatchArrays(list(range(len(examples))), XL, XR, None, y, w, {})

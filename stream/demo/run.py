@@ -55,7 +55,7 @@ from stream.demo.serve import demo_candidates, query_server
 from stream.demo.summary import format_summary, summarise
 from stream.demo.topics import delete_topics, read_topic
 from stream.demo.waits import wait_explained, wait_learned, wait_warm
-from stream.demo.workers import Workers, free_port
+from stream.demo.workers import Workers, cpu_seconds, free_port
 
 __all__ = ["run_demo"]
 
@@ -197,9 +197,17 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         sport = free_port()
         run.workers.start_server(cfg, sport)
         run.scraper = MetricsScraper(lport, eport).start()
-        n_items, t_replay, replay_s, warm_wait = _replay(run, plan, rate, progress, warmup, warmup_timeout_s)
-        wait_learned(run.workers, run.scraper, plan.models, plan.examples, learn_timeout_s, log_dir)
-        t_learned = time.monotonic()
+        learner_pid = run.workers.procs["learn"].pid
+        warm = {}  # the learner's CPU seconds and examples learned when the warm-up ends (its start-up done)
+        n_items, t_replay, replay_s, warm_wait = _replay(
+            run, plan, rate, progress, warmup, warmup_timeout_s,
+            on_warm=lambda learned: warm.update(cpu=cpu_seconds(learner_pid), learned=learned))
+        # learning ends when every example is seen learned (polled every 0.2 s), not after the
+        # gauge period wait_learned waits then (that added ~2 s to the main job's learning time)
+        t_learned = wait_learned(run.workers, run.scraper, plan.models, plan.examples, learn_timeout_s, log_dir,
+                                 poll_s=0.2)
+        # the learner process alone (not its refit process), from the end of the warm-up
+        learner_cpu_s = cpu_seconds(learner_pid) - warm.get("cpu", float("nan"))
         wait_explained(run.workers, run.scraper, quiet_period_s, explain_timeout_s)
         run.scraper.poll()
         served = query_server(sport, plan.models, demo_candidates(plan.records, list(plan.ds.item_records())),
@@ -215,6 +223,8 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         if click_log is not None:
             summary["click_log"] = click_log
         summary["serve"] = served
+        summary["learner_cpu_s"] = round(learner_cpu_s, 2)
+        summary["learner_cpu_examples"] = plan.examples - warm.get("learned", 0)
         if out is not None:
             _write_outputs(out, summary, records)
         if verbose:
@@ -343,7 +353,7 @@ def _write_config(run: _Run, boot: str, plan: _Plan, snapshot_every_events: int)
 
 
 def _replay(run: _Run, plan: _Plan, rate, progress: bool, warmup: int | None,
-            warmup_timeout_s: float) -> tuple[int, float, float, float]:
+            warmup_timeout_s: float, on_warm=None) -> tuple[int, float, float, float]:
     """Send the catalog and the records, pausing once after the warm-up.
 
     Returns (items sent, monotonic start of the replay, replay seconds, seconds waited in the warm-up).
@@ -388,6 +398,8 @@ def _replay(run: _Run, plan: _Plan, rate, progress: bool, warmup: int | None,
                 ready = [m for m in refit_models if warm_examples >= min_train(m)]
                 wait_warm(scraper, workers, plan.models, ready, warmup_timeout_s)
                 warm_wait = time.monotonic() - tw
+                if on_warm is not None:
+                    on_warm(warm_examples)
                 if bar is not None:
                     bar.set_description("replay")
             if bucket is not None:

@@ -42,23 +42,28 @@ def wait_warm(scraper: MetricsScraper, workers: Workers, models: list[str], refi
 
 
 def wait_learned(workers: Workers, scraper: MetricsScraper, models: list[str], examples: int, timeout_s: float,
-                 log_dir: Path) -> None:
-    """Until every model has learned every sent example; DemoError after ``timeout_s``."""
+                 log_dir: Path, poll_s: float = 0.5) -> float:
+    """Until every model has learned every sent example; DemoError after ``timeout_s``.
+
+    Returns the ``time.monotonic()`` at which every example was seen learned (polled every
+    ``poll_s``), before the extra gauge period this function then waits.
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         workers.check_alive()
         scraper.poll()
         learned = scraper.learner("prefstream_events_learned_total")
         if learned and all(learned.get(m, 0) >= examples for m in models):
+            done = time.monotonic()
             # the learner pushes its metric gauges about once a second, after the counters:
             # one more gauge period so that the last progress point carries the final metrics
             time.sleep(GAUGE_PERIOD_S + 0.5)
             scraper.poll()
-            return
+            return done
         if time.monotonic() > deadline:
             raise DemoError(f"Learning stalled: learned {learned} of {examples} examples after {timeout_s:.0f} s "
                             f"(see {log_dir}/learn.log).")
-        time.sleep(0.5)
+        time.sleep(poll_s)
 
 
 def wait_explained(workers: Workers, scraper: MetricsScraper, quiet_period_s: float, timeout_s: float) -> None:

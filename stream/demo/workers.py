@@ -19,7 +19,7 @@ from pathlib import Path
 
 from stream.demo.errors import DemoError
 
-__all__ = ["REPO_ROOT", "Workers", "free_port"]
+__all__ = ["REPO_ROOT", "Workers", "cpu_seconds", "free_port"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,39 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int, descendants: bool = False) -> float:
+    """CPU seconds (user + system) of process ``pid`` and, with ``descendants``, of its living
+    descendants, from ``/proc`` (Linux); NaN where ``/proc`` cannot tell."""
+    import os
+
+    try:
+        hz = os.sysconf("SC_CLK_TCK")
+        names = [d for d in os.listdir("/proc") if d.isdigit()] if descendants else [str(pid)]
+    except (OSError, ValueError, AttributeError):
+        return float("nan")
+    children: dict[int, list[int]] = {}
+    stat: dict[int, list[str]] = {}
+    for d in names:
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stat[int(d)] = f
+        children.setdefault(int(f[1]), []).append(int(d))
+    if pid not in stat:
+        return float("nan")
+    total, todo = 0.0, [pid]
+    while todo:
+        q = todo.pop()
+        if q in stat:
+            f = stat[q]
+            total += (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / hz
+        if descendants:
+            todo.extend(children.get(q, []))
+    return total
 
 
 class Workers:

@@ -301,37 +301,39 @@ class Monitor:
 
     def observe_loss(self, model: str, y: bool, p: float, version: int = 0) -> list[dict]:
         """Fold one progressive prediction (``p`` = P(left preferred), ``y`` = left won) in."""
-        p = min(max(float(p), 1e-12), 1 - 1e-12)
-        loss = min(-math.log(p if y else 1.0 - p), LOSS_CLIP) / LOSS_CLIP
-        with self._lock:
-            return self._fold_loss(model, loss, version)
+        return self.observe_losses(model, (y,), (p,), version)
 
     def observe_losses(self, model: str, y, p, version: int = 0) -> list[dict]:
-        """:meth:`observe_loss` of a batch, in order (``y``, ``p``: sequences of length n), under one
-        lock: the same result as n calls."""
+        """Fold ``n`` progressive predictions in, in order (``y``, ``p``: sequences of length n), under
+        one lock: ADWIN on the clipped, scaled loss of each; an alarm record when the recent part got
+        worse."""
         out: list[dict] = []
         log = math.log
+        warmup = self.loss_warmup
         with self._lock:
+            st = self._loss.get(model)
+            if st is None:
+                st = self._loss[model] = [_adwin(self.loss_delta), 0, 0]
+            st[2] = int(version)
             for yi, pi in zip(y, p):
                 pi = min(max(float(pi), 1e-12), 1 - 1e-12)
-                out += self._fold_loss(model, min(-log(pi if yi else 1.0 - pi), LOSS_CLIP) / LOSS_CLIP, version)
+                loss = min(-log(pi if yi else 1.0 - pi), LOSS_CLIP) / LOSS_CLIP
+                st[1] += 1
+                if st[1] == warmup + 1:  # forget the learning phase: its falling loss is no drift
+                    st[0] = _adwin(self.loss_delta)
+                det = st[0]
+                h = det._helper  # river.drift.ADWIN's own width / total (its properties read these)
+                w0 = h.get_width()
+                m0 = h.get_total() / w0 if w0 else 0.0
+                det.update(loss)
+                if det.drift_detected and st[1] > warmup:
+                    out += self._loss_alarm(model, st, loss, w0, m0, version)
         return out
 
-    def _fold_loss(self, model: str, loss: float, version: int) -> list[dict]:
-        """ADWIN on the clipped, scaled loss; an alarm record when the recent part got worse."""
-        st = self._loss.get(model)
-        if st is None:
-            st = self._loss[model] = [_adwin(self.loss_delta), 0, 0]
-        st[1] += 1
-        st[2] = int(version)
-        if st[1] == self.loss_warmup + 1:  # forget the learning phase: its falling loss is no drift
-            st[0] = _adwin(self.loss_delta)
+    def _loss_alarm(self, model: str, st: list, loss: float, w0: float, m0: float, version: int) -> list[dict]:
+        """ADWIN dropped the oldest part of the loss window: an alarm when the kept (recent) part has
+        the higher mean (``w0``, ``m0``: width and mean before the last update)."""
         det = st[0]
-        w0, m0 = det.width, det.estimation
-        det.update(loss)
-        if not det.drift_detected or st[1] <= self.loss_warmup:
-            return []
-        # ADWIN dropped the oldest part: alarm when the kept (recent) part has the higher mean
         w1, m1 = det.width, det.estimation
         dropped = w0 + 1 - w1
         if dropped <= 0:

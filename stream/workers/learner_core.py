@@ -56,6 +56,7 @@ from stream.workers._snapshot import (
     split_stream_meta,
 )
 from stream.workers.gauges import push_learner_gauges
+from stream.workers.progressive import new_progressive, update_progressive
 from stream.workers.refits import RefitScheduling
 from stream.workers.sources import ModelSlot, SourceState
 
@@ -68,9 +69,6 @@ DEFAULT_DEDUPE_WINDOW = 4096
 
 #: At most one "duplicate events skipped" INFO line per this many seconds.
 DUPLICATE_LOG_SECONDS = 10.0
-
-#: Events over which the progressive ROC AUC is computed exactly (river.metrics.RollingROCAUC).
-AUC_WINDOW = 10_000
 
 
 def observe_n(hist, value: float, n: int) -> None:
@@ -121,8 +119,6 @@ class LearnerCore(RefitScheduling):
     def __init__(self, settings, metrics: Metrics | None = None, dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
                  loop: asyncio.AbstractEventLoop | None = None, executor=None, clock=time.monotonic,
                  refit_pool=None) -> None:
-        from river import metrics as rm
-
         self.settings = settings
         self.metrics = metrics or build_metrics()
         self.dedupe_window = int(dedupe_window)
@@ -136,9 +132,7 @@ class LearnerCore(RefitScheduling):
         self.click_expander = SessionExpander(ClickPairing.from_settings(settings))
         self.sources: dict[str, SourceState] = {}
         self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
-        # ROC AUC over the last AUC_WINDOW scored events, exact (rank-based): river's ROCAUC bins
-        # probabilities into 10 thresholds, which flattens margin models whose σ(g) stays near 0.5.
-        self.progressive = {m: (rm.Accuracy(), rm.LogLoss(), rm.RollingROCAUC(window_size=AUC_WINDOW)) for m in self.models}
+        self.progressive = {m: new_progressive() for m in self.models}
         # labelled children resolved once (``labels()`` costs ~10 µs per call)
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
         self._m_relearned = {m: self.metrics.events_relearned.labels(model=m) for m in self.models}
@@ -209,6 +203,7 @@ class LearnerCore(RefitScheduling):
         st.next_offset = start
         st.published_next = min(s.next_offset for s in st.slots.values())
         self.sources[src] = st
+        self._warm_refits(st)
         self._set_versions()
         log.info("source %s restored: %s", src, {m: (s.version, s.count, s.next_offset) for m, s in st.slots.items()})
         return st
@@ -413,13 +408,9 @@ class LearnerCore(RefitScheduling):
         if not learned:
             return
         now = time.perf_counter()
-        size = self.dedupe_window
-        digest = slot.digest
-        for i in learned:
-            h = hashes[i]
-            digest = digest_add(digest, h)
-            slot.remember(h, size)
-        slot.digest = digest
+        hs = [hashes[i] for i in learned]
+        slot.digest = digest_add(slot.digest, sum(hs))  # (a + b) mod 2⁶⁴ is associative: one sum
+        slot.remember_many(hs, self.dedupe_window)
         slot.count += len(learned)
         self.tally[name]["learned"] += len(learned)
         # an event this process learned before (a restore rolled the state back) counts apart
@@ -451,13 +442,8 @@ class LearnerCore(RefitScheduling):
             p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
         except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
             return
-        acc, ll, auc = self.progressive[name]
         ys, ps = (arr.y[strict] == 1).tolist(), p[strict].tolist()
-        acc_u, ll_u, auc_u = acc.update, ll.update, auc.update
-        for yi, pi in zip(ys, ps):
-            acc_u(yi, pi > 0.5)
-            ll_u(yi, pi)
-            auc_u(yi, pi)
+        update_progressive(*self.progressive[name], ys, ps)
         self.monitor.observe_losses(name, ys, ps)
 
     def _validate_progressively(self, name: str, learner, ex) -> None:
@@ -477,7 +463,8 @@ class LearnerCore(RefitScheduling):
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_due(self, st: SourceState, now: float | None = None) -> bool:
-        """True when ``st`` has unsnapshotted work and the event count, the timer or a refit says so."""
+        """True when ``st`` has unsnapshotted work and the event count (at most once per
+        ``snapshot_min_seconds``), the timer or a refit says so."""
         if st.publishing:
             return False
         now = self.clock() if now is None else now
@@ -485,8 +472,9 @@ class LearnerCore(RefitScheduling):
             return True
         if st.since_snapshot <= 0:
             return False
-        return (st.since_snapshot >= self.settings.snapshot_every_events
-                or now - st.last_snapshot >= self.settings.snapshot_every_seconds)
+        age = now - st.last_snapshot
+        return ((st.since_snapshot >= self.settings.snapshot_every_events and age >= self.settings.snapshot_min_seconds)
+                or age >= self.settings.snapshot_every_seconds)
 
     def build_snapshots(self, st: SourceState) -> tuple[list[tuple[bytes, bytes]], list, dict]:
         """Encode one snapshot per model of ``st`` and take the messages they cover.

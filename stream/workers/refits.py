@@ -52,6 +52,21 @@ class RefitScheduling:
     :class:`~stream.workers.learner_core.LearnerCore`: uses its ``loop``, ``executor``,
     ``refit_pool``, ``metrics`` and ``sources``)."""
 
+    def _warm_refits(self, st: SourceState) -> None:
+        """Start the refit process and its imports (torch, the GPM) as soon as a source holds a
+        learner that refits in it — not when its first refit is due, which a catching-up worker
+        reaches within a second (:func:`learners.refit_jobs.warm_up`)."""
+        if self.refit_pool is None or getattr(self, "_refit_pool_warm", False):
+            return
+        if any(hasattr(slot.learner, "refit_begin") for slot in st.slots.values()):
+            from learners.refit_jobs import warm_up
+
+            self._refit_pool_warm = True
+            try:
+                self.refit_pool.submit(warm_up)
+            except Exception:  # noqa: BLE001 - a broken pool shows (and is counted) at the first refit
+                pass
+
     def _maybe_refit(self, st: SourceState, name: str, slot: ModelSlot) -> None:
         wants = getattr(slot.learner, "wants_refit", None)
         if wants is None or slot.refit_running or not wants():

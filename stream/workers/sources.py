@@ -40,6 +40,17 @@ class ModelSlot:
         while len(self.window) > size:
             self.window_set.discard(self.window.popleft())
 
+    def remember_many(self, hs: list, size: int) -> None:
+        """:meth:`remember` of each of ``hs`` in order (distinct hashes not in the window: the
+        learned events of a batch), in one step."""
+        if size <= 0 or not hs:
+            return
+        self.window.extend(hs)
+        self.window_set.update(hs)
+        window, drop = self.window, self.window_set.discard
+        for _ in range(len(window) - size):
+            drop(window.popleft())
+
 
 @dataclass
 class SourceState:
