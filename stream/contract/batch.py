@@ -382,7 +382,7 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
     ``learn_one``, and logged (a warning once per model and feature name). Feature values are
     already finite floats (the contract checked them).
     """
-    fast = _block_arrays(examples, feature_names, context_names)
+    fast = _block_arrays(examples, feature_names, context_names, model)
     if fast is not None:
         return fast
     gl = _getter(feature_names)
@@ -416,7 +416,7 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
     return BatchArrays(rows, XL, XR, XC, y, w, rejected)
 
 
-def _block_arrays(examples: Sequence, feature_names: Sequence[str], context_names) -> BatchArrays | None:
+def _block_arrays(examples: Sequence, feature_names: Sequence[str], context_names, model: str = "") -> BatchArrays | None:
     """:func:`learner_arrays` of row examples of one live block, by indexing its arrays (no dicts), or
     None when the examples are not all such rows, a feature is missing or the model takes a context."""
     if context_names or not examples:
@@ -435,6 +435,8 @@ def _block_arrays(examples: Sequence, feature_names: Sequence[str], context_name
         cols = [pos[f] for f in feature_names]
     except KeyError:
         return None
+    if len(cols) < len(block.names):  # features the model does not use: say so, once per name
+        _warn_unknown_features(model, feature_names, dict.fromkeys(block.names))
     rows = np.fromiter((ex.row for ex in examples), dtype=np.intp, count=len(examples))
     if cols == list(range(len(block.names))):
         XL, XR = block.L[rows], block.R[rows]
