@@ -55,6 +55,10 @@ class LearnerLoop(ConsumerLoop):
         self.snapshots: dict | None = None
         self.items = None  # stream.broker.clients.TopicFollower of the item topic, made in starting()
         self._items_task = None
+        #: sources rebuilt from their snapshots whose partition is not yet read from the snapshot's offset
+        self.unplaced: set[str] = set()
+        #: first offset read of sources without snapshots (what their ownership proof commits)
+        self.fence_at: dict[str, int] = {}
 
     def topics(self) -> list[str]:
         return [self.settings.topic_preferences, self.settings.topic_clicks]
@@ -73,21 +77,54 @@ class LearnerLoop(ConsumerLoop):
     async def revoked(self, revoked) -> None:
         # deliveries in flight have landed (the loop waited): a late snapshot cannot roll the new
         # owner back; until the new assignment, neither learn nor publish
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop every source state (and the model topic read for them): rebuilt on the next assignment."""
         for src in list(self.core.sources):
             self.core.drop_source(src)
         self.snapshots = None
+        self.unplaced.clear()
+        self.fence_at.clear()
 
     async def assigned(self, assigned, gen: int) -> None:
-        for src in list(self.core.sources):
-            self.core.drop_source(src)
-        self.snapshots = None
+        self.forget()
         # rebuild every assigned source now, before the first fetch (so that restoring is not
-        # counted in any event's arrival → learned latency); ``ensure`` is the lazy fallback.
-        # A snapshot that cannot be loaded (SnapshotError) stops the worker (ConsumerLoop.fatal_errors).
+        # counted in any event's arrival → learned latency), and read each partition from where
+        # its snapshots end; ``ensure`` is the lazy fallback. A snapshot that cannot be loaded
+        # (SnapshotError) stops the worker (ConsumerLoop.fatal_errors).
         for tp in assigned:
             if gen != self.generation:
                 return
-            await self.ensure(tp.topic, tp.partition, gen)
+            st = await self.ensure(tp.topic, tp.partition, gen)
+            if st is not None and gen == self.generation:
+                self.place(tp, st)
+
+    @staticmethod
+    def snapshot_start(st: SourceState) -> int | None:
+        """Where a restored source's partition must be read from: the smallest ``next_offset`` of its
+        snapshots (None when no model was restored: the committed offset stands)."""
+        if not any(s.restored for s in st.slots.values()):
+            return None
+        return min(s.next_offset for s in st.slots.values())
+
+    def place(self, tp, st: SourceState) -> None:
+        """Read ``tp`` from its snapshots' offset, not from the committed one.
+
+        The two agree unless a snapshot landed after the commit it should precede: a member
+        expelled while its snapshot round was already on the wire (paused past its session
+        timeout) can still deliver it after the new owner committed further. The snapshot is a
+        consistent state — exactly the events below its ``next_offset`` — so reading from there
+        learns every later event once; starting at the commit would skip the ones between.
+        """
+        self.unplaced.discard(st.source)
+        start = self.snapshot_start(st)
+        if start is None:
+            return
+        try:
+            self.consumer.seek(tp, start)
+        except Exception as exc:  # noqa: BLE001 - no longer assigned: its next owner places it
+            log.info("not seeking %s to its snapshot offset %d: %r", tp, start, exc)
 
     # ------------------------------------------------------------------ sources
     async def ensure(self, topic: str, partition: int, generation: int):
@@ -105,7 +142,9 @@ class LearnerLoop(ConsumerLoop):
             if generation != self.generation:
                 return None
             self.snapshots = {k.decode(): v for k, v in snaps.items() if v is not None}
-        return core.new_source(topic, partition, self.snapshots, generation)
+        st = core.new_source(topic, partition, self.snapshots, generation)
+        self.unplaced.add(st.source)
+        return st
 
     # ------------------------------------------------------------------ snapshots
     def publish(self, st: SourceState) -> None:
@@ -123,9 +162,27 @@ class LearnerLoop(ConsumerLoop):
         self.spawn(self.deliver(st, records, acks, versions))
 
     async def deliver(self, st: SourceState, records, acks, versions) -> None:
+        """Prove ownership, deliver one snapshot round (``acks=all``), then commit what it covers.
+
+        The proof is a commit of ``published_next`` (what the last delivered or restored
+        snapshots cover — nothing moves) under this member's generation: a member the
+        coordinator has expelled — paused past its session timeout, its partitions learned on
+        by another member meanwhile — is refused, and instead of publishing a snapshot behind
+        the new owner's it drops every source state and waits for the rejoin's assignment,
+        which rebuilds them from the snapshots on the model topic (:meth:`drop_as_zombie`).
+        """
         from aiokafka.structs import TopicPartition
 
         core = self.core
+        tp = TopicPartition(st.topic, st.partition)
+        gen = self.generation
+        owner = await self.owns({tp: max(st.published_next, self.fence_at.get(st.source, 0))})
+        if owner is not True or self.paused or core.sources.get(st.source) is not st:
+            if core.sources.get(st.source) is st:
+                core.snapshot_done(st, versions, False)  # not delivered: the next round retries
+            if owner is False:
+                self.drop_as_zombie(gen)
+            return
         ok = False
         try:
             futs = [await self.producer.send(self.settings.topic_models, key=k, value=v) for k, v in records]
@@ -141,8 +198,22 @@ class LearnerLoop(ConsumerLoop):
         for tok in acks:
             tok.ack()
         covered = min((n for _, n in versions.values()), default=None)
-        if covered is not None:
-            await self.commit(TopicPartition(st.topic, st.partition), covered)
+        if covered is not None and await self.owns({tp: covered}) is False:
+            self.drop_as_zombie(gen)
+
+    def drop_as_zombie(self, gen: int) -> None:
+        """The coordinator refused a commit made under ``gen``: this member was expelled.
+
+        Drop everything learned since the snapshots (every source state) and neither learn nor
+        publish until the rejoin's assignment rebuilds the sources from the model topic; the
+        partitions are read again from there (:meth:`place`). Nothing when a rebalance already
+        moved past ``gen`` (its revocation dropped the states).
+        """
+        if self.expelled(gen):
+            log.warning("expelled from group %s (a commit was refused): dropped %d source states unpublished; "
+                        "they are rebuilt from the snapshots when the group is rejoined",
+                        self.group_id(), len(self.core.sources))
+            self.forget()
 
     async def final_snapshots(self) -> None:
         """On shutdown: publish what was learned since the last snapshot (a restart then skips it)."""
@@ -166,6 +237,14 @@ class LearnerLoop(ConsumerLoop):
             st = await self.ensure(tp.topic, tp.partition, gen)
             if st is None or gen != self.generation:
                 return
+            if st.source in self.unplaced:  # rebuilt lazily here: read from its snapshots' offset first
+                self.unplaced.discard(st.source)
+                start = self.snapshot_start(st)
+                if start is not None and recs[0][0] > start:
+                    self.place(tp, st)
+                    continue  # fetched past the snapshots (from the commit): read again from `start`
+            if not st.published_next:  # no snapshot yet: the fence commits where reading started
+                self.fence_at.setdefault(st.source, recs[0][0])
             keys = {r[0]: r[4] for r in recs}
             dls = core.process_batch(st, [r[:4] for r in recs])
             for dl in dls:  # delivered in the background (dead letters are at-least-once)
