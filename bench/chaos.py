@@ -9,7 +9,9 @@ dir through ``deploy/kafka/start.sh``; the shared broker on 9092 is never touche
    capacity, gpm and linear-bt) and one explainer worker (the product's ``python -m stream worker``,
    through :class:`stream.demo.workers.Workers`);
 3. replays ``--events`` Pokémon duels (the 50,000 duels repeated with distinct event ids
-   ``<id>~<round>``, event ``i`` to partition ``i mod partitions``) at ``--rate`` events/s;
+   ``<id>~<round>``, event ``i`` to partition ``i mod partitions``) at ``--rate`` events/s with
+   the replay's producer (confluent-kafka, idempotent, ``acks=all``; each duel serialised once)
+   paced by ``stream.replay.TokenBucket`` — a broker outage buffers the stream in librdkafka;
 4. meanwhile runs a seeded schedule (``--seed``): every 5–15 s one fault of ``--kinds`` —
    SIGKILL a learner, start an extra learner, SIGTERM a learner (a replacement starts whenever
    none is left), stop the broker for 10–30 s and start it again, SIGKILL the explainer and
@@ -288,6 +290,9 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
     from kafka import KafkaProducer
 
     from stream.demo import default_model_params, write_settings_toml
+    from confluent_kafka import Producer
+
+    from stream.broker.producer import Sender, confluent_config
     from stream.replay import TokenBucket
     from stream.workers._snapshot import digest_add, event_hash
 
@@ -327,11 +332,11 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
         workers.start("explain", cfg, port, name=explainer["name"])
         return port
 
-    producer = KafkaProducer(acks="all", linger_ms=20, batch_size=256 * 1024, max_block_ms=300_000,
-                             delivery_timeout_ms=900_000, request_timeout_ms=30_000, **opts)
+    producer = KafkaProducer(acks="all", linger_ms=20, max_block_ms=300_000, request_timeout_ms=30_000, **opts)
     for rec in items:
         producer.send(topics["items"], key=str(rec["item_id"]).encode(), value=json.dumps(rec).encode())
     producer.flush(120)
+    producer.close(30)
     for _ in range(learners):
         start_learner()
     start_explainer()
@@ -342,22 +347,43 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
     parts = np.zeros(events, dtype=np.int8)
     acked = np.full(events, -1, dtype=np.int64)
     failed: list[int] = []
+    index: dict[bytes, int] = {}  # key (event id) -> event number, until its delivery report
 
-    def on_ack(i, md):
-        acked[i] = md.offset
+    def on_delivery(err, msg):  # librdkafka's delivery report, served by poll()/flush() in the producing thread
+        i = index.pop(msg.key())
+        if err is not None:
+            failed.append(i)
+            return
+        acked[i] = msg.offset()
         with mon.lock:
-            mon.end[md.partition] = max(mon.end[md.partition], md.offset + 1)
+            mon.end[msg.partition()] = max(mon.end[msg.partition()], msg.offset() + 1)
+
+    # the replay's producer (confluent-kafka, stream.broker.producer), idempotent: a broker outage
+    # buffers the stream in librdkafka and retries it without a duplicate
+    # (its Sender reports failures only: the offsets of delivered records need every report here)
+    sender_p = Producer({**confluent_config({**Sender.DEFAULTS, **opts, "delivery_timeout_ms": 900_000,
+                                             "request_timeout_ms": 30_000}), "log_level": 2})
 
     def produce():
         bucket = TokenBucket(rate, burst=max(1.0, rate / 20))
+        topic = topics["preferences"]
         for i, (eid, p, value) in enumerate(gen()):
             bucket.acquire()
             ids.append(eid)
             parts[i] = p
-            fut = producer.send(topics["preferences"], key=eid.encode(), value=value, partition=p)
-            fut.add_callback(lambda md, i=i: on_ack(i, md))
-            fut.add_errback(lambda exc, i=i: failed.append(i))
-        producer.flush(900)
+            key = eid.encode()
+            index[key] = i
+            while True:
+                try:
+                    sender_p.produce(topic, value, key, partition=p, on_delivery=on_delivery)
+                    break
+                except BufferError:  # librdkafka's queue is full (e.g. the broker is down): let it drain
+                    sender_p.poll(0.05)
+            if not i & 255:
+                sender_p.poll(0)
+        sender_p.flush(900)
+        failed.extend(index.values())  # never reported within the flush: not delivered
+        index.clear()
 
     prod = threading.Thread(target=produce, daemon=True)
     say(f"chaos run {u}: {events} events at {rate:g}/s into {partitions} partitions, models {models}, "
@@ -447,7 +473,6 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
             f"end {mon.end}); load {_load()}")
     finally:
         codes = workers.stop(timeout=60)
-        producer.close(30)
 
     # ---- the clean run's answer: every acknowledged event learned once, by every model
     produced = [i for i in range(len(ids)) if acked[i] >= 0]

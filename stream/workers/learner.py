@@ -142,7 +142,14 @@ class LearnerLoop(ConsumerLoop):
             if generation != self.generation:
                 return None
             self.snapshots = {k.decode(): v for k, v in snaps.items() if v is not None}
-        st = core.new_source(topic, partition, self.snapshots, generation)
+        # decoding and loading snapshots is CPU work (seconds for a GPM under load): in a thread, so
+        # that the consumer's heartbeats go on meanwhile (a member blocked past its session timeout
+        # is expelled — and comes back a zombie)
+        st = await asyncio.to_thread(core.new_source, topic, partition, self.snapshots, generation)
+        if generation != self.generation:  # rebalanced meanwhile: the revocation may have run already
+            if core.sources.get(st.source) is st:
+                core.drop_source(st.source)
+            return None
         self.unplaced.add(st.source)
         return st
 
@@ -271,6 +278,7 @@ class LearnerLoop(ConsumerLoop):
 
         s, core = self.settings, self.core
         core.loop = asyncio.get_running_loop()
+        warm_up(core)  # before joining the group: no import inside the first assignment
 
         def on_item(key, value, partition, offset):
             core.items_live_from = self.items.start_ends  # bad records there at start were dead-lettered before
@@ -288,6 +296,22 @@ class LearnerLoop(ConsumerLoop):
         if self.items is not None:
             self.items.stop()
             self._items_task.cancel()
+
+
+def warm_up(core: LearnerCore) -> None:
+    """Build each model fresh and load it back from its state once, before the worker joins its group.
+
+    A model's loader may import heavy modules on first use (the GPM's imports torch: 2–5 s on
+    the 2-core benchmark machine, far more under load). Paid inside the first assignment, that
+    time passes without heartbeats and without learning; paid here, before the consumer starts,
+    it delays only the worker's start. Best effort: a model that cannot do it is restored as usual.
+    """
+    for name in core.models:
+        spec = core.specs[name]
+        try:
+            spec.loader(spec.factory(core.settings, core.settings.params_for(name)).state_dict())
+        except Exception as exc:  # noqa: BLE001 - e.g. a plug-in model whose fresh state does not load
+            log.debug("warming %s up failed: %r", name, exc)
 
 
 def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: str | None = None) -> int:
