@@ -364,8 +364,11 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
     sender_p = Producer({**confluent_config({**Sender.DEFAULTS, **opts, "delivery_timeout_ms": 900_000,
                                              "request_timeout_ms": 30_000}), "log_level": 2})
 
+    replay = {}  # when the replay's first record was queued and its last one acknowledged (run clock)
+
     def produce():
         bucket = TokenBucket(rate, burst=max(1.0, rate / 20))
+        replay["start"] = mon.now()
         topic = topics["preferences"]
         for i, (eid, p, value) in enumerate(gen()):
             bucket.acquire()
@@ -381,7 +384,9 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
                     sender_p.poll(0.05)
             if not i & 255:
                 sender_p.poll(0)
+        replay["queued"] = mon.now()
         sender_p.flush(900)
+        replay["end"] = mon.now()
         failed.extend(index.values())  # never reported within the flush: not delivered
         index.clear()
 
@@ -455,8 +460,9 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
                 f"load {_load()}")
             next_at = max(next_at, mon.now())
         prod.join()
-        t_produced = mon.now()
-        say(f"t={t_produced:6.1f}s all {len(ids)} events produced ({len(failed)} failed sends); load {_load()}")
+        t_produced = replay["end"]
+        say(f"t={t_produced:6.1f}s all {len(ids)} events produced ({len(failed)} failed sends) in "
+            f"{t_produced - replay['start']:.1f} s; load {_load()}")
         deadline = time.monotonic() + settle_timeout
         while time.monotonic() < deadline:
             with mon.lock:
@@ -510,7 +516,9 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
         "max_stall_at": mon.max_stall_at, "first_commit_s": mon.first_commit, "recover_p50_s": round(statistics.median(rec), 1) if rec else float("nan"),
         "recover_max_s": float("inf") if unrecovered else (round(max(rec), 1) if rec else float("nan")),
         "unrecovered": unrecovered, "corrupted": len(corrupted_ids), "corrupt_met": met, "seconds": round(t_settled, 1),
-        "produce_s": round(t_produced, 1), "exit_codes": codes, "log_dir": str(log_dir),
+        "produce_s": round(t_produced - replay["start"], 1),  # to the last acknowledgement (outages included)
+        # the rate the replay offered: every event queued to the producer, paced by the token bucket
+        "replay_events_per_s": round(len(ids) / max(replay["queued"] - replay["start"], 1e-9), 1), "exit_codes": codes, "log_dir": str(log_dir),
         "fault_table": [{"kind": f.kind, "t": round(f.t, 1), "recover_s": None if f.recover_s is None else round(f.recover_s, 1),
                          **{k: v for k, v in f.detail.items() if k != "committed_before"}} for f in mon.faults],
     }
@@ -522,6 +530,7 @@ def last_line(r: dict, load: str) -> str:
             f"max_stall_s={r['max_stall_s']} recover_p50_s={r['recover_p50_s']} recover_max_s={r['recover_max_s']} "
             f"unrecovered={r['unrecovered']} corrupted={r['corrupted']} "
             f"digest_equal_without_corrupted={r['digest_equal_without_corrupted']} seconds={r['seconds']} "
+            f"replay_events_per_s={r['replay_events_per_s']} "
             f"load_avg=\"{load}\"")
 
 
