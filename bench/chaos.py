@@ -68,6 +68,7 @@ from bench.worker_run import RUN_TOPIC_KINDS, create_run_topics, delete_topics, 
 from stream.demo.workers import Workers, free_port  # noqa: E402
 
 SEGMENT_BYTES = 1024 * 1024  # Kafka's minimum; about 700 Pokémon duels: a segment closes every few seconds
+STUCK_S = 60.0  # no delivery report for this long, broker up: the replay's producer is stuck (see produce)
 PAUSE_S = 4.0  # longest SIGSTOP of the consumers while a corrupt batch is prepared (session timeout: 10 s)
 
 
@@ -290,7 +291,7 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
     from kafka import KafkaProducer
 
     from stream.demo import default_model_params, write_settings_toml
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Producer
 
     from stream.broker.producer import Sender, confluent_config
     from stream.replay import TokenBucket
@@ -347,10 +348,16 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
     parts = np.zeros(events, dtype=np.int8)
     acked = np.full(events, -1, dtype=np.int64)
     failed: list[int] = []
-    index: dict[bytes, int] = {}  # key (event id) -> event number, until its delivery report
+    #: key (event id) -> (event number, partition, value), until its delivery report
+    index: dict[bytes, tuple[int, int, bytes]] = {}
 
     def on_delivery(err, msg):  # librdkafka's delivery report, served by poll()/flush() in the producing thread
-        i = index.pop(msg.key())
+        if err is not None and err.code() in purged:  # taken back from a stuck producer: sent again
+            return
+        got = index.pop(msg.key(), None)
+        if got is None:  # the other copy of a record the watchdog sent again was reported first
+            return
+        i = got[0]
         if err is not None:
             failed.append(i)
             return
@@ -361,33 +368,60 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
     # the replay's producer (confluent-kafka, stream.broker.producer), idempotent: a broker outage
     # buffers the stream in librdkafka and retries it without a duplicate
     # (its Sender reports failures only: the offsets of delivered records need every report here)
-    sender_p = Producer({**confluent_config({**Sender.DEFAULTS, **opts, "delivery_timeout_ms": 900_000,
+    def new_producer():
+        return Producer({**confluent_config({**Sender.DEFAULTS, **opts, "delivery_timeout_ms": 900_000,
                                              "request_timeout_ms": 30_000}), "log_level": 2})
 
+    producers = [new_producer()]
+    purged = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
     replay = {}  # when the replay's first record was queued and its last one acknowledged (run clock)
+    topic = topics["preferences"]
+
+    def send(pr, key, value, p):
+        while True:
+            try:
+                pr.produce(topic, value, key, partition=p, on_delivery=on_delivery)
+                return
+            except BufferError:  # librdkafka's queue is full (e.g. the broker is down): let it drain
+                pr.poll(0.05)
 
     def produce():
         bucket = TokenBucket(rate, burst=max(1.0, rate / 20))
         replay["start"] = mon.now()
-        topic = topics["preferences"]
+        pr = producers[0]
         for i, (eid, p, value) in enumerate(gen()):
             bucket.acquire()
             ids.append(eid)
             parts[i] = p
             key = eid.encode()
-            index[key] = i
-            while True:
-                try:
-                    sender_p.produce(topic, value, key, partition=p, on_delivery=on_delivery)
-                    break
-                except BufferError:  # librdkafka's queue is full (e.g. the broker is down): let it drain
-                    sender_p.poll(0.05)
+            index[key] = (i, p, value)
+            send(pr, key, value, p)
             if not i & 255:
-                sender_p.poll(0)
+                pr.poll(0)
         replay["queued"] = mon.now()
-        sender_p.flush(900)
+        # wait for every acknowledgement; watchdog: once (in one run of tests/test_chaos.py) librdkafka's
+        # idempotent producer delivered nothing after the broker's restart, for minutes — when no
+        # report comes for STUCK_S with the broker up, a fresh producer sends what is unacknowledged
+        # again (the stuck one's queue is purged first; a request of it in flight that lands anyway is a
+        # re-sent event, which the learners' dedupe window drops)
+        deadline, left, moved = time.monotonic() + 900, len(index), time.monotonic()
+        while index and time.monotonic() < deadline:
+            for q in producers:
+                q.flush(1.0) if q is producers[-1] else q.poll(0)
+            now = time.monotonic()
+            if len(index) != left or mon.broker_down:
+                left, moved = len(index), now
+            elif now - moved > STUCK_S:
+                say(f"t={mon.now():6.1f}s producer stuck for {STUCK_S:g} s with {left} records unacknowledged: "
+                    "sending them again with a fresh producer")
+                producers[-1].purge()  # its queue will not go out twice
+                producers[-1].poll(0)
+                producers.append(new_producer())
+                for key, (_i, p, value) in list(index.items()):
+                    send(producers[-1], key, value, p)
+                moved = now
         replay["end"] = mon.now()
-        failed.extend(index.values())  # never reported within the flush: not delivered
+        failed.extend(i for i, _, _ in index.values())  # never reported in time: not delivered
         index.clear()
 
     prod = threading.Thread(target=produce, daemon=True)
