@@ -386,7 +386,7 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
                 pr.poll(0.05)
 
     def produce():
-        bucket = TokenBucket(rate, burst=max(1.0, rate / 20))
+        bucket = TokenBucket(rate, burst=max(1.0, rate))  # a second of catch-up after a slow stretch (load)
         replay["start"] = mon.now()
         pr = producers[0]
         for i, (eid, p, value) in enumerate(gen()):
