@@ -11,13 +11,19 @@ acknowledgement per message, which alone cost more than learning a whole batch (
 1. each partition's share of a micro-batch goes to :meth:`LearnerCore.process_batch` (one
    decode-and-validate pass, one ``predict_proba_many`` and one ``learn_many`` per model); the
    dead letters it returns are published;
-2. **snapshots** are published when due (count, timer, refit) and, once every record of a
-   snapshot round is delivered with ``acks=all``, the smallest ``next_offset`` of that round is
-   **committed** for the partition — the committed offset never passes the latest snapshot;
+2. **snapshots** are published when due (count, timer, refit) — each round only once this member
+   has **proved it still owns the partition** by a commit under its group generation (an
+   expelled "zombie" is refused, publishes nothing and drops its unpublished state:
+   :meth:`LearnerLoop.deliver`) — and, once every record of a snapshot round is delivered with
+   ``acks=all``, the smallest ``next_offset`` of that round is **committed** for the partition —
+   the committed offset never passes the latest snapshot;
 3. on a **revocation** (after the loop waited for deliveries in flight) and on an
    **assignment** every source state is dropped; on an assignment each is rebuilt from its latest
-   snapshot before the first fetch, and messages below ``next_offset`` are skipped;
-4. on SIGTERM/SIGINT final snapshots are published and committed before leaving the group.
+   snapshot before the first fetch (in a thread: heartbeats go on), the partition is read from
+   the snapshots' smallest ``next_offset`` (:meth:`LearnerLoop.place`), and messages below each
+   model's ``next_offset`` are skipped;
+4. on SIGTERM/SIGINT final snapshots are published and committed before leaving the group (a
+   refit in flight is not waited for: ``stream.workers.refits.shutdown_executors``).
 
 ``docs/workers.md`` gives the guarantee's argument in full.
 """
@@ -172,7 +178,8 @@ class LearnerLoop(ConsumerLoop):
         """Prove ownership, deliver one snapshot round (``acks=all``), then commit what it covers.
 
         The proof is a commit of ``published_next`` (what the last delivered or restored
-        snapshots cover — nothing moves) under this member's generation: a member the
+        snapshots cover; for a source without any, the first offset read — nothing moves)
+        under this member's generation: a member the
         coordinator has expelled — paused past its session timeout, its partitions learned on
         by another member meanwhile — is refused, and instead of publishing a snapshot behind
         the new owner's it drops every source state and waits for the rejoin's assignment,
