@@ -9,7 +9,9 @@ dir through ``deploy/kafka/start.sh``; the shared broker on 9092 is never touche
    capacity, gpm and linear-bt) and one explainer worker (the product's ``python -m stream worker``,
    through :class:`stream.demo.workers.Workers`);
 3. replays ``--events`` Pokémon duels (the 50,000 duels repeated with distinct event ids
-   ``<id>~<round>``, event ``i`` to partition ``i mod partitions``) at ``--rate`` events/s;
+   ``<id>~<round>``, event ``i`` to partition ``i mod partitions``) at ``--rate`` events/s with
+   the replay's producer (confluent-kafka, idempotent, ``acks=all``; each duel serialised once)
+   paced by ``stream.replay.TokenBucket`` — a broker outage buffers the stream in librdkafka;
 4. meanwhile runs a seeded schedule (``--seed``): every 5–15 s one fault of ``--kinds`` —
    SIGKILL a learner, start an extra learner, SIGTERM a learner (a replacement starts whenever
    none is left), stop the broker for 10–30 s and start it again, SIGKILL the explainer and
@@ -66,6 +68,7 @@ from bench.worker_run import RUN_TOPIC_KINDS, create_run_topics, delete_topics, 
 from stream.demo.workers import Workers, free_port  # noqa: E402
 
 SEGMENT_BYTES = 1024 * 1024  # Kafka's minimum; about 700 Pokémon duels: a segment closes every few seconds
+STUCK_S = 60.0  # no delivery report for this long, broker up: the replay's producer is stuck (see produce)
 PAUSE_S = 4.0  # longest SIGSTOP of the consumers while a corrupt batch is prepared (session timeout: 10 s)
 
 
@@ -288,6 +291,9 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
     from kafka import KafkaProducer
 
     from stream.demo import default_model_params, write_settings_toml
+    from confluent_kafka import KafkaError, Producer
+
+    from stream.broker.producer import Sender, confluent_config
     from stream.replay import TokenBucket
     from stream.workers._snapshot import digest_add, event_hash
 
@@ -327,11 +333,11 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
         workers.start("explain", cfg, port, name=explainer["name"])
         return port
 
-    producer = KafkaProducer(acks="all", linger_ms=20, batch_size=256 * 1024, max_block_ms=300_000,
-                             delivery_timeout_ms=900_000, request_timeout_ms=30_000, **opts)
+    producer = KafkaProducer(acks="all", linger_ms=20, max_block_ms=300_000, request_timeout_ms=30_000, **opts)
     for rec in items:
         producer.send(topics["items"], key=str(rec["item_id"]).encode(), value=json.dumps(rec).encode())
     producer.flush(120)
+    producer.close(30)
     for _ in range(learners):
         start_learner()
     start_explainer()
@@ -342,22 +348,81 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
     parts = np.zeros(events, dtype=np.int8)
     acked = np.full(events, -1, dtype=np.int64)
     failed: list[int] = []
+    #: key (event id) -> (event number, partition, value), until its delivery report
+    index: dict[bytes, tuple[int, int, bytes]] = {}
 
-    def on_ack(i, md):
-        acked[i] = md.offset
+    def on_delivery(err, msg):  # librdkafka's delivery report, served by poll()/flush() in the producing thread
+        if err is not None and err.code() in purged:  # taken back from a stuck producer: sent again
+            return
+        got = index.pop(msg.key(), None)
+        if got is None:  # the other copy of a record the watchdog sent again was reported first
+            return
+        i = got[0]
+        if err is not None:
+            failed.append(i)
+            return
+        acked[i] = msg.offset()
         with mon.lock:
-            mon.end[md.partition] = max(mon.end[md.partition], md.offset + 1)
+            mon.end[msg.partition()] = max(mon.end[msg.partition()], msg.offset() + 1)
+
+    # the replay's producer (confluent-kafka, stream.broker.producer), idempotent: a broker outage
+    # buffers the stream in librdkafka and retries it without a duplicate
+    # (its Sender reports failures only: the offsets of delivered records need every report here)
+    def new_producer():
+        return Producer({**confluent_config({**Sender.DEFAULTS, **opts, "delivery_timeout_ms": 900_000,
+                                             "request_timeout_ms": 30_000}), "log_level": 2})
+
+    producers = [new_producer()]
+    purged = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+    replay = {}  # when the replay's first record was queued and its last one acknowledged (run clock)
+    topic = topics["preferences"]
+
+    def send(pr, key, value, p):
+        while True:
+            try:
+                pr.produce(topic, value, key, partition=p, on_delivery=on_delivery)
+                return
+            except BufferError:  # librdkafka's queue is full (e.g. the broker is down): let it drain
+                pr.poll(0.05)
 
     def produce():
-        bucket = TokenBucket(rate, burst=max(1.0, rate / 20))
+        bucket = TokenBucket(rate, burst=max(1.0, rate))  # a second of catch-up after a slow stretch (load)
+        replay["start"] = mon.now()
+        pr = producers[0]
         for i, (eid, p, value) in enumerate(gen()):
             bucket.acquire()
             ids.append(eid)
             parts[i] = p
-            fut = producer.send(topics["preferences"], key=eid.encode(), value=value, partition=p)
-            fut.add_callback(lambda md, i=i: on_ack(i, md))
-            fut.add_errback(lambda exc, i=i: failed.append(i))
-        producer.flush(900)
+            key = eid.encode()
+            index[key] = (i, p, value)
+            send(pr, key, value, p)
+            if not i & 255:
+                pr.poll(0)
+        replay["queued"] = mon.now()
+        # wait for every acknowledgement; watchdog: once (in one run of tests/test_chaos.py) librdkafka's
+        # idempotent producer delivered nothing after the broker's restart, for minutes — when no
+        # report comes for STUCK_S with the broker up, a fresh producer sends what is unacknowledged
+        # again (the stuck one's queue is purged first; a request of it in flight that lands anyway is a
+        # re-sent event, which the learners' dedupe window drops)
+        deadline, left, moved = time.monotonic() + 900, len(index), time.monotonic()
+        while index and time.monotonic() < deadline:
+            for q in producers:
+                q.flush(1.0) if q is producers[-1] else q.poll(0)
+            now = time.monotonic()
+            if len(index) != left or mon.broker_down:
+                left, moved = len(index), now
+            elif now - moved > STUCK_S:
+                say(f"t={mon.now():6.1f}s producer stuck for {STUCK_S:g} s with {left} records unacknowledged: "
+                    "sending them again with a fresh producer")
+                producers[-1].purge()  # its queue will not go out twice
+                producers[-1].poll(0)
+                producers.append(new_producer())
+                for key, (_i, p, value) in list(index.items()):
+                    send(producers[-1], key, value, p)
+                moved = now
+        replay["end"] = mon.now()
+        failed.extend(i for i, _, _ in index.values())  # never reported in time: not delivered
+        index.clear()
 
     prod = threading.Thread(target=produce, daemon=True)
     say(f"chaos run {u}: {events} events at {rate:g}/s into {partitions} partitions, models {models}, "
@@ -429,8 +494,9 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
                 f"load {_load()}")
             next_at = max(next_at, mon.now())
         prod.join()
-        t_produced = mon.now()
-        say(f"t={t_produced:6.1f}s all {len(ids)} events produced ({len(failed)} failed sends); load {_load()}")
+        t_produced = replay["end"]
+        say(f"t={t_produced:6.1f}s all {len(ids)} events produced ({len(failed)} failed sends) in "
+            f"{t_produced - replay['start']:.1f} s; load {_load()}")
         deadline = time.monotonic() + settle_timeout
         while time.monotonic() < deadline:
             with mon.lock:
@@ -447,7 +513,6 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
             f"end {mon.end}); load {_load()}")
     finally:
         codes = workers.stop(timeout=60)
-        producer.close(30)
 
     # ---- the clean run's answer: every acknowledged event learned once, by every model
     produced = [i for i in range(len(ids)) if acked[i] >= 0]
@@ -485,7 +550,9 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
         "max_stall_at": mon.max_stall_at, "first_commit_s": mon.first_commit, "recover_p50_s": round(statistics.median(rec), 1) if rec else float("nan"),
         "recover_max_s": float("inf") if unrecovered else (round(max(rec), 1) if rec else float("nan")),
         "unrecovered": unrecovered, "corrupted": len(corrupted_ids), "corrupt_met": met, "seconds": round(t_settled, 1),
-        "produce_s": round(t_produced, 1), "exit_codes": codes, "log_dir": str(log_dir),
+        "produce_s": round(t_produced - replay["start"], 1),  # to the last acknowledgement (outages included)
+        # the rate the replay offered: every event queued to the producer, paced by the token bucket
+        "replay_events_per_s": round(len(ids) / max(replay["queued"] - replay["start"], 1e-9), 1), "exit_codes": codes, "log_dir": str(log_dir),
         "fault_table": [{"kind": f.kind, "t": round(f.t, 1), "recover_s": None if f.recover_s is None else round(f.recover_s, 1),
                          **{k: v for k, v in f.detail.items() if k != "committed_before"}} for f in mon.faults],
     }
@@ -497,6 +564,7 @@ def last_line(r: dict, load: str) -> str:
             f"max_stall_s={r['max_stall_s']} recover_p50_s={r['recover_p50_s']} recover_max_s={r['recover_max_s']} "
             f"unrecovered={r['unrecovered']} corrupted={r['corrupted']} "
             f"digest_equal_without_corrupted={r['digest_equal_without_corrupted']} seconds={r['seconds']} "
+            f"replay_events_per_s={r['replay_events_per_s']} "
             f"load_avg=\"{load}\"")
 
 

@@ -94,6 +94,19 @@ def test_no_explanation_warns_with_readable_skips(monkeypatch):
     assert "snapshot_every_events" in text
 
 
+def test_error_sheds_are_reported_with_their_exception_class(monkeypatch):
+    """Issue 22 item 6: a method's failures show which exception (the shed counter's ``error`` label)."""
+    shed = "prefstream_explanations_shed_total"
+    explainer = {("prefstream_explanations_skipped_total", (("reason", "no_model"),)): 2.0,
+                 (shed, (("method", "pref-shap"), ("reason", "error"), ("error", "LinAlgError"))): 4.0,
+                 (shed, (("method", "sharp-rank"), ("reason", "error"), ("error", "ValueError"))): 2.0,
+                 (shed, (("method", "sharp-rank"), ("reason", "duplicate"), ("error", ""))): 3.0}
+    scrapes = [_learner({"capacity": 100}, {"capacity": 0.5}, {"capacity": 0.6}, {"capacity": 0.7})]
+    s = _summary(_scraper(monkeypatch, scrapes, explainer), ["capacity"], 100)
+    assert s["explanations_skipped"] == {"no_model": 2, "duplicate": 3, "error (LinAlgError)": 4,
+                                         "error (ValueError)": 2}
+
+
 def _metrics(pairs):
     acc, ll, auc = metrics.Accuracy(), metrics.LogLoss(), metrics.RollingROCAUC()
     for y, p in pairs:

@@ -67,3 +67,41 @@ def test_a_refit_process_dies_with_its_sigkilled_learner(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+STOPPING = textwrap.dedent("""
+    import os, sys, time
+    from stream.settings import Settings
+    from stream.workers.refits import refit_executors, shutdown_executors
+
+    def work(path):
+        with open(path, "w") as fh:
+            fh.write(str(os.getpid()))
+        time.sleep(600)
+
+    if __name__ == "__main__":
+        executor, pool = refit_executors(Settings.load(None, {"refit_executor": "PROCESS"}, environ={}))
+        fut = pool.submit(work, sys.argv[1])
+        while not (os.path.exists(sys.argv[1]) and open(sys.argv[1]).read()):
+            time.sleep(0.05)
+        shutdown_executors(executor, pool)  # what run_learner does once the worker stopped
+        print("cancelled" if fut.done() else "still running", flush=True)
+""")
+
+
+def test_a_stopping_learner_does_not_wait_for_its_refit_in_flight(tmp_path):
+    """SIGTERM with a refit in the pool: shutdown_executors ends the refit process, so the learner
+    exits (the interpreter would otherwise join the pool, i.e. wait the refit out: 600 s here)."""
+    script, marker = tmp_path / "stopping.py", tmp_path / "child.pid"
+    script.write_text(STOPPING)
+    repo = str(__import__("pathlib").Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
+    try:
+        out = subprocess.run([sys.executable, str(script), str(marker)], cwd=str(tmp_path), env=env,
+                             capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the learner process waited for its refit in flight")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]
+    child = int(marker.read_text())
+    assert not _alive(child), f"refit process {child} outlived the stopped learner"

@@ -588,3 +588,82 @@ def test_sigkill_one_of_two_workers_the_survivor_takes_over_exactly_once(kafka_b
         assert learned_by_survivor == N - kept
     finally:
         s.close()
+
+
+def snapshot_history(s: Stack, model: str = "linear-bt") -> dict[str, list[int]]:
+    """Every snapshot of ``model`` on the model topic, in topic order: ``{source: [next_offset, …]}``."""
+    out: dict[str, list[int]] = {}
+    for k, v in s.read("models", timeout=1.0):
+        if v is None or not k.decode().startswith(model + "@"):
+            continue
+        src = k.decode().split("@", 1)[1]
+        out.setdefault(src, []).append(int(decode_snapshot(v)["offsets"][src]))
+    return out
+
+
+def test_a_learner_frozen_past_its_session_timeout_is_fenced_off_and_every_event_is_learned_once(
+        kafka_bootstrap, kafka_options, tmp_path):
+    """A zombie: SIGSTOP one of two learners mid-stream (with learned, unpublished events) for longer
+    than the session timeout, until the other has taken its partition over and published past it;
+    SIGCONT. It must not publish its older state over the new owner's (every source's snapshots move
+    forward only) and every event is learned once (counts and event-id digest)."""
+    s = Stack(kafka_bootstrap, kafka_options, tmp_path, partitions=2)
+    env = {"PREFSTREAM_BROKER_SESSION_TIMEOUT_S": "6", "PREFSTREAM_SNAPSHOT_EVERY_EVENTS": "1000000",
+           "PREFSTREAM_SNAPSHOT_EVERY_SECONDS": "1.5"}
+    try:
+        ports = [free_port(), free_port()]
+        zombie = s.start("learn", "--metrics-port", str(ports[0]), **env)
+        s.start("learn", "--metrics-port", str(ports[1]), **env)
+        s.wait(lambda: s.settled([0, 1], 2) or None, 60, "both workers assigned one partition each")
+        (held,) = s.assignment(0)
+        src = f"{s.topics['preferences']}:{held}"
+        rng = np.random.default_rng(8)
+        events = [pref_event(i, rng, prefix="z") for i in range(9000)]
+        done = threading.Event()
+
+        def produce():  # 500 events/s for 18 s: the stream flows through the pause and after it
+            for k in range(0, len(events), 50):
+                s.send("preferences", events[k:k + 50])
+                time.sleep(0.1)
+            done.set()
+
+        t = threading.Thread(target=produce)
+        t.start()
+
+        def gauges(port):
+            try:
+                text = scrape(port)
+            except OSError:
+                return None
+            return (metric_value(text, "prefstream_model_version", model="linear-bt"),
+                    metric_value(text, "prefstream_events_learned_total", model="linear-bt"))
+
+        # freeze it just after a delivered snapshot round, once it has learned more since (unpublished)
+        v0, _ = s.wait(lambda: (g := gauges(ports[0])) and g[0] >= 2 and g, 60, "the zombie's first snapshots")
+        _, at_round = s.wait(lambda: (g := gauges(ports[0])) and g[0] > v0 and g, 30, "a new snapshot round",
+                             poll=0.02)
+        _, learned = s.wait(lambda: (g := gauges(ports[0])) and g[1] >= at_round + 100 and g, 30,
+                            "learned events after the round", poll=0.02)
+        zombie.send_signal(signal.SIGSTOP)
+        try:
+            assert not done.is_set(), "the stream ended before the freeze; the test would prove nothing"
+            # the other member takes the partition over and publishes beyond what the zombie holds
+            s.wait(lambda: s.assignment(1) == {0, 1} or None, 60, "the other member to take both partitions")
+            s.wait(lambda: max(snapshot_history(s).get(src, [0])) > learned + 200 or None, 60,
+                   "the new owner's snapshots past the zombie's state")
+        finally:
+            zombie.send_signal(signal.SIGCONT)
+        t.join(60)
+        s.wait(lambda: s.totals()[0] >= len(events) or None, 120, "every event learned")
+        s.wait(lambda: s.settled([0, 1], 2) or None, 60, "the zombie to rejoin with a partition")
+        for p in s.procs:  # final snapshots, committed: any double learning would show now
+            p.send_signal(signal.SIGTERM)
+        for p in s.procs:
+            assert p.wait(60) == 0, s.log_text()
+        n, d = s.totals()
+        assert n == len(events) and d == expected_digest(e for e, _ in events), s.log_text()
+        history = snapshot_history(s)
+        assert all(h == sorted(h) for h in history.values()), \
+            f"a snapshot went back behind an earlier one (the zombie published): {history}"
+    finally:
+        s.close()

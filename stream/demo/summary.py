@@ -40,7 +40,7 @@ def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, 
             "model_versions": [min(int(r.get("model_version", 0)) for r in recs), max(int(r.get("model_version", 0)) for r in recs)],
             "top_features": tops,
         }
-    skipped = scraper.explainer("prefstream_explanations_skipped_total", "reason")
+    skipped = not_explained(scraper)
     dl_reasons: dict[str, int] = defaultdict(int)
     for d in dead:
         dl_reasons[str(d.get("reason", "?"))] += 1
@@ -106,6 +106,19 @@ def top_features(recs: list[dict], k: int = 3) -> list[str]:
 
 def _f(v, fmt=".3f") -> str:
     return "n/a" if v is None else format(v, fmt)
+
+
+def not_explained(scraper) -> dict[str, float]:
+    """Events and requests not explained, by reason: the explainer's skips, and its sheds (sampled events a
+    method did not explain) with each ``error`` split by exception class (``"error (ValueError)"``)."""
+    out = defaultdict(float, scraper.explainer("prefstream_explanations_skipped_total", "reason"))
+    for reason, n in scraper.explainer("prefstream_explanations_shed_total", "reason").items():
+        if reason != "error":
+            out[reason] += n
+    for cls, n in scraper.explainer("prefstream_explanations_shed_total", "error").items():
+        if cls:  # the exception class of an ``error`` shed ("" for every other reason)
+            out[f"error ({cls})"] += n
+    return {k: v for k, v in out.items() if v}
 
 
 def _skipped(skipped: dict) -> str:

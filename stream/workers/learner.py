@@ -11,13 +11,19 @@ acknowledgement per message, which alone cost more than learning a whole batch (
 1. each partition's share of a micro-batch goes to :meth:`LearnerCore.process_batch` (one
    decode-and-validate pass, one ``predict_proba_many`` and one ``learn_many`` per model); the
    dead letters it returns are published;
-2. **snapshots** are published when due (count, timer, refit) and, once every record of a
-   snapshot round is delivered with ``acks=all``, the smallest ``next_offset`` of that round is
-   **committed** for the partition — the committed offset never passes the latest snapshot;
+2. **snapshots** are published when due (count, timer, refit) — each round only once this member
+   has **proved it still owns the partition** by a commit under its group generation (an
+   expelled "zombie" is refused, publishes nothing and drops its unpublished state:
+   :meth:`LearnerLoop.deliver`) — and, once every record of a snapshot round is delivered with
+   ``acks=all``, the smallest ``next_offset`` of that round is **committed** for the partition —
+   the committed offset never passes the latest snapshot;
 3. on a **revocation** (after the loop waited for deliveries in flight) and on an
    **assignment** every source state is dropped; on an assignment each is rebuilt from its latest
-   snapshot before the first fetch, and messages below ``next_offset`` are skipped;
-4. on SIGTERM/SIGINT final snapshots are published and committed before leaving the group.
+   snapshot before the first fetch (in a thread: heartbeats go on), the partition is read from
+   the snapshots' smallest ``next_offset`` (:meth:`LearnerLoop.place`), and messages below each
+   model's ``next_offset`` are skipped;
+4. on SIGTERM/SIGINT final snapshots are published and committed before leaving the group (a
+   refit in flight is not waited for: ``stream.workers.refits.shutdown_executors``).
 
 ``docs/workers.md`` gives the guarantee's argument in full.
 """
@@ -55,6 +61,10 @@ class LearnerLoop(ConsumerLoop):
         self.snapshots: dict | None = None
         self.items = None  # stream.workers.follower.TopicFollower of the item topic, made in starting()
         self._items_task = None
+        #: sources rebuilt from their snapshots whose partition is not yet read from the snapshot's offset
+        self.unplaced: set[str] = set()
+        #: first offset read of sources without snapshots (what their ownership proof commits)
+        self.fence_at: dict[str, int] = {}
 
     def topics(self) -> list[str]:
         return [self.settings.topic_preferences, self.settings.topic_clicks]
@@ -78,21 +88,54 @@ class LearnerLoop(ConsumerLoop):
     async def revoked(self, revoked) -> None:
         # deliveries in flight have landed (the loop waited): a late snapshot cannot roll the new
         # owner back; until the new assignment, neither learn nor publish
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop every source state (and the model topic read for them): rebuilt on the next assignment."""
         for src in list(self.core.sources):
             self.core.drop_source(src)
         self.snapshots = None
+        self.unplaced.clear()
+        self.fence_at.clear()
 
     async def assigned(self, assigned, gen: int) -> None:
-        for src in list(self.core.sources):
-            self.core.drop_source(src)
-        self.snapshots = None
+        self.forget()
         # rebuild every assigned source now, before the first fetch (so that restoring is not
-        # counted in any event's arrival → learned latency); ``ensure`` is the lazy fallback.
-        # A snapshot that cannot be loaded (SnapshotError) stops the worker (ConsumerLoop.fatal_errors).
+        # counted in any event's arrival → learned latency), and read each partition from where
+        # its snapshots end; ``ensure`` is the lazy fallback. A snapshot that cannot be loaded
+        # (SnapshotError) stops the worker (ConsumerLoop.fatal_errors).
         for tp in assigned:
             if gen != self.generation:
                 return
-            await self.ensure(tp.topic, tp.partition, gen)
+            st = await self.ensure(tp.topic, tp.partition, gen)
+            if st is not None and gen == self.generation:
+                self.place(tp, st)
+
+    @staticmethod
+    def snapshot_start(st: SourceState) -> int | None:
+        """Where a restored source's partition must be read from: the smallest ``next_offset`` of its
+        snapshots (None when no model was restored: the committed offset stands)."""
+        if not any(s.restored for s in st.slots.values()):
+            return None
+        return min(s.next_offset for s in st.slots.values())
+
+    def place(self, tp, st: SourceState) -> None:
+        """Read ``tp`` from its snapshots' offset, not from the committed one.
+
+        The two agree unless a snapshot landed after the commit it should precede: a member
+        expelled while its snapshot round was already on the wire (paused past its session
+        timeout) can still deliver it after the new owner committed further. The snapshot is a
+        consistent state — exactly the events below its ``next_offset`` — so reading from there
+        learns every later event once; starting at the commit would skip the ones between.
+        """
+        self.unplaced.discard(st.source)
+        start = self.snapshot_start(st)
+        if start is None:
+            return
+        try:
+            self.consumer.seek(tp, start)
+        except Exception as exc:  # noqa: BLE001 - no longer assigned: its next owner places it
+            log.info("not seeking %s to its snapshot offset %d: %r", tp, start, exc)
 
     # ------------------------------------------------------------------ sources
     async def ensure(self, topic: str, partition: int, generation: int):
@@ -110,7 +153,16 @@ class LearnerLoop(ConsumerLoop):
             if generation != self.generation:
                 return None
             self.snapshots = {k.decode(): v for k, v in snaps.items() if v is not None}
-        return core.new_source(topic, partition, self.snapshots, generation)
+        # decoding and loading snapshots is CPU work (seconds for a GPM under load): in a thread, so
+        # that the consumer's heartbeats go on meanwhile (a member blocked past its session timeout
+        # is expelled — and comes back a zombie)
+        st = await asyncio.to_thread(core.new_source, topic, partition, self.snapshots, generation)
+        if generation != self.generation:  # rebalanced meanwhile: the revocation may have run already
+            if core.sources.get(st.source) is st:
+                core.drop_source(st.source)
+            return None
+        self.unplaced.add(st.source)
+        return st
 
     # ------------------------------------------------------------------ snapshots
     def publish(self, st: SourceState) -> None:
@@ -128,9 +180,28 @@ class LearnerLoop(ConsumerLoop):
         self.spawn(self.deliver(st, records, acks, versions))
 
     async def deliver(self, st: SourceState, records, acks, versions) -> None:
+        """Prove ownership, deliver one snapshot round (``acks=all``), then commit what it covers.
+
+        The proof is a commit of ``published_next`` (what the last delivered or restored
+        snapshots cover; for a source without any, the first offset read — nothing moves)
+        under this member's generation: a member the
+        coordinator has expelled — paused past its session timeout, its partitions learned on
+        by another member meanwhile — is refused, and instead of publishing a snapshot behind
+        the new owner's it drops every source state and waits for the rejoin's assignment,
+        which rebuilds them from the snapshots on the model topic (:meth:`drop_as_zombie`).
+        """
         from aiokafka.structs import TopicPartition
 
         core = self.core
+        tp = TopicPartition(st.topic, st.partition)
+        gen = self.generation
+        owner = await self.owns({tp: max(st.published_next, self.fence_at.get(st.source, 0))})
+        if owner is not True or self.paused or core.sources.get(st.source) is not st:
+            if core.sources.get(st.source) is st:
+                core.snapshot_done(st, versions, False)  # not delivered: the next round retries
+            if owner is False:
+                self.drop_as_zombie(gen)
+            return
         ok = False
         try:
             futs = [await self.producer.send(self.settings.topic_models, key=k, value=v) for k, v in records]
@@ -146,8 +217,22 @@ class LearnerLoop(ConsumerLoop):
         for tok in acks:
             tok.ack()
         covered = min((n for _, n in versions.values()), default=None)
-        if covered is not None:
-            await self.commit(TopicPartition(st.topic, st.partition), covered)
+        if covered is not None and await self.owns({tp: covered}) is False:
+            self.drop_as_zombie(gen)
+
+    def drop_as_zombie(self, gen: int) -> None:
+        """The coordinator refused a commit made under ``gen``: this member was expelled.
+
+        Drop everything learned since the snapshots (every source state) and neither learn nor
+        publish until the rejoin's assignment rebuilds the sources from the model topic; the
+        partitions are read again from there (:meth:`place`). Nothing when a rebalance already
+        moved past ``gen`` (its revocation dropped the states).
+        """
+        if self.expelled(gen):
+            log.warning("expelled from group %s (a commit was refused): dropped %d source states unpublished; "
+                        "they are rebuilt from the snapshots when the group is rejoined",
+                        self.group_id(), len(self.core.sources))
+            self.forget()
 
     async def final_snapshots(self) -> None:
         """On shutdown: publish what was learned since the last snapshot (a restart then skips it)."""
@@ -171,6 +256,14 @@ class LearnerLoop(ConsumerLoop):
             st = await self.ensure(tp.topic, tp.partition, gen)
             if st is None or gen != self.generation:
                 return
+            if st.source in self.unplaced:  # rebuilt lazily here: read from its snapshots' offset first
+                self.unplaced.discard(st.source)
+                start = self.snapshot_start(st)
+                if start is not None and recs[0][0] > start:
+                    self.place(tp, st)
+                    continue  # fetched past the snapshots (from the commit): read again from `start`
+            if not st.published_next:  # no snapshot yet: the fence commits where reading started
+                self.fence_at.setdefault(st.source, recs[0][0])
             keys = {r[0]: r[4] for r in recs}
             dls = core.process_batch(st, [r[:4] for r in recs])
             for dl in dls:  # delivered in the background (dead letters are at-least-once)
@@ -197,6 +290,7 @@ class LearnerLoop(ConsumerLoop):
 
         s, core = self.settings, self.core
         core.loop = asyncio.get_running_loop()
+        warm_up(core)  # before joining the group: no import inside the first assignment
 
         def on_item(key, value, partition, offset):
             core.items_live_from = self.items.start_ends  # bad records there at start were dead-lettered before
@@ -214,6 +308,22 @@ class LearnerLoop(ConsumerLoop):
         if self.items is not None:
             self.items.stop.set()
             self._items_task.cancel()
+
+
+def warm_up(core: LearnerCore) -> None:
+    """Build each model fresh and load it back from its state once, before the worker joins its group.
+
+    A model's loader may import heavy modules on first use (the GPM's imports torch: 2–5 s on
+    the 2-core benchmark machine, far more under load). Paid inside the first assignment, that
+    time passes without heartbeats and without learning; paid here, before the consumer starts,
+    it delays only the worker's start. Best effort: a model that cannot do it is restored as usual.
+    """
+    for name in core.models:
+        spec = core.specs[name]
+        try:
+            spec.loader(spec.factory(core.settings, core.settings.params_for(name)).state_dict())
+        except Exception as exc:  # noqa: BLE001 - e.g. a plug-in model whose fresh state does not load
+            log.debug("warming %s up failed: %r", name, exc)
 
 
 def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: str | None = None) -> int:

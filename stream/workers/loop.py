@@ -276,25 +276,63 @@ class ConsumerLoop(MicroBatchLoop):
             log.info("commit of %s@%d skipped: %r", tp, offset, exc)
             return False
 
-    async def fence(self, offsets: dict, timeout: float = 15.0) -> bool:
+    async def owns(self, offsets: dict, timeout: float = 15.0) -> bool | None:
         """Whether this process still owns ``offsets``' partitions, proven by committing them.
 
-        The group coordinator refuses a commit from a member it has expelled (a "zombie" that
-        missed its heartbeats for a session timeout while still running, e.g. on an overloaded
-        machine) or during a rebalance. Committing the offsets a worker may commit anyway just
-        before publishing results therefore fences a zombie off: on False, drop the results —
-        the partitions' new owner reads the events again from the commit.
+        aiokafka commits with the member id and generation this member joined with; the group
+        coordinator refuses them (``UNKNOWN_MEMBER_ID``, ``ILLEGAL_GENERATION``,
+        ``REBALANCE_IN_PROGRESS``, raised as ``CommitFailedError``) from a member it has expelled
+        — a "zombie" that missed its heartbeats for a session timeout while still running (a
+        SIGSTOP, a long GC pause, an overloaded machine) — or once a rebalance has begun.
+
+        Returns
+        -------
+        True
+            Committed: this member owned the partitions at that moment.
+        False
+            Refused by the coordinator (``CommitFailedError``): the partitions may belong to
+            another member now; aiokafka rejoins the group (a revocation and an assignment follow).
+        None
+            Unknown (timeout, coordinator unreachable, partition no longer assigned here).
         """
+        from aiokafka.errors import CommitFailedError
+
         if not offsets:
             return True
         try:
             await asyncio.wait_for(self.consumer.commit({tp: int(o) for tp, o in offsets.items()}), timeout)
             self.committed.update({tp: int(o) for tp, o in offsets.items()})
             return True
-        except Exception as exc:  # noqa: BLE001
-            log.warning("not the owner of %s any more (%r): results dropped, the next owner re-reads them",
-                        sorted(map(str, offsets)), exc)
+        except CommitFailedError as exc:
+            log.warning("not the owner of %s any more (%r)", sorted(map(str, offsets)), exc)
             return False
+        except Exception as exc:  # noqa: BLE001 - e.g. the broker is down: nothing proven either way
+            log.info("ownership of %s not proven (%r)", sorted(map(str, offsets)), exc)
+            return None
+
+    async def fence(self, offsets: dict, timeout: float = 15.0) -> bool:
+        """Whether this process still owns ``offsets``' partitions (:meth:`owns` is True).
+
+        Committing the offsets a worker may commit anyway just before publishing results fences
+        a zombie off: on False, drop the results — the partitions' new owner reads the events
+        again from the commit.
+        """
+        return await self.owns(offsets, timeout) is True
+
+    def expelled(self, gen: int) -> bool:
+        """Stop handling and publishing after the coordinator refused a commit made under ``gen``.
+
+        Like the start of a revocation (``paused``, a new generation, no fetch until the next
+        assignment), which aiokafka then runs: it rejoins the group after such a refusal. Does
+        nothing — and returns False — when a rebalance has already moved the generation on
+        since ``gen`` (its revocation did this; its assignment may even be done).
+        """
+        if gen != self.generation:
+            return False
+        self.paused = True
+        self.ready.clear()
+        self.generation += 1
+        return True
 
     def pause(self, *tps) -> None:
         """Stop fetching ``tps`` until :meth:`resume` (kept across rebalances while assigned)."""

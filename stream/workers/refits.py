@@ -38,11 +38,28 @@ def refit_executors(settings) -> tuple[Executor, Executor | None]:
                                          initializer=refit_process_init)
 
 
-def shutdown_executors(*executors: Executor | None) -> None:
-    """Stop the executors without waiting for a refit in flight (its result is not wanted any more)."""
+def shutdown_executors(*executors: Executor | None, grace_s: float = 5.0) -> None:
+    """Stop the executors without waiting for a refit in flight (its result is not wanted any more).
+
+    A process pool's workers are terminated (SIGTERM, then SIGKILL after ``grace_s``): a fit
+    runs for minutes, and the interpreter joins a pool's processes at exit, so a learner asked
+    to stop would otherwise wait for the refit to end (its final snapshots are already
+    delivered; what the refit would have produced is refitted by the partitions' next owner).
+    A refit in a thread cannot be interrupted: the ``THREAD`` executor still ends with it.
+    """
     for ex in executors:
-        if ex is not None:
-            ex.shutdown(wait=False, cancel_futures=True)
+        if ex is None:
+            continue
+        procs = list((getattr(ex, "_processes", None) or {}).values())  # ProcessPoolExecutor's workers
+        ex.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(grace_s)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(grace_s)
 
 
 class RefitScheduling:
