@@ -134,7 +134,7 @@ class RebalancingConsumer:
 
 
 def make_loop(monkeypatch, rebalance_on, partitions=2):
-    s = Settings.load(None, {"snapshot_every_events": 25, "snapshot_every_seconds": 3600,
+    s = Settings.load(None, {"snapshot_every_events": 25, "snapshot_every_seconds": 3600, "snapshot_min_seconds": 0,
                              "batch_max_events": 40, "batch_max_ms": 20, "max_output_bytes": 1_000_000},
                       environ={})
     rng = np.random.default_rng(7)
