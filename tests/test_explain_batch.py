@@ -124,6 +124,34 @@ def test_prefshap_and_distributional_share_one_table(pokemon):
     np.testing.assert_allclose(t[-1], model.decision_function(XL, XR), rtol=1e-9, atol=1e-12)   # ν(Ω) = g
 
 
+def test_snapshots_of_one_fit_share_their_explainer(pokemon):
+    """A new snapshot of an unchanged fit (a new object, same arrays) reuses the kernel blocks of the last one and
+    explains alike; a different fit (or other budgets) gets its own explainer."""
+    from stream.plugins.gpm import _LATEST_FIT, _prefshap_for
+
+    learners, train, events, cat = pokemon
+    spec = registry.get_model("gpm")
+    lr = spec.loader(learners["gpm"].state_dict())             # as the explainer loads every snapshot
+    _, ps, _ = _prefshap_for(lr, _ctx("gpm", train, cat))
+    again = spec.loader(learners["gpm"].state_dict())
+    assert again.model is not lr.model
+    _, ps2, _ = _prefshap_for(again, _ctx("gpm", train, cat))
+    assert ps2 is ps
+    fn = registry.explainers_for("gpm")["pref-shap"]
+    shared = fn(again, events[:3], _ctx("gpm", train, cat))
+    _LATEST_FIT.clear()                                          # a third snapshot, explained from scratch
+    third = spec.loader(learners["gpm"].state_dict())
+    assert _prefshap_for(third, _ctx("gpm", train, cat))[1] is not ps
+    fresh = fn(third, events[:3], _ctx("gpm", train, cat))
+    np.testing.assert_allclose(fresh.values, shared.values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fresh.prediction, shared.prediction, rtol=0, atol=1e-12)
+    _, ps3, _ = _prefshap_for(again, _ctx("gpm", train, cat, {"reference_size": 64}))
+    assert ps3 is not ps
+    other = _fit(*_data("pokemon")[:3], "gpm", train[:200])
+    _, ps4, _ = _prefshap_for(other, _ctx("gpm", train, cat))
+    assert ps4 is not ps and ps4.model is other.model
+
+
 def test_sampled_prefshap_batch_within_standard_errors(pokemon):
     learners, train, events, cat = pokemon
     lr = learners["gpm"]
