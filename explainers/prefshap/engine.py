@@ -164,10 +164,9 @@ class _Engine:
             t0 = time.perf_counter()
             keys = [row.tobytes() for row in zb]
             got = None if bank is None else bank.get(keys)
-            if got is None:
-                Kc = space.centre_kernel(self, space.ref, 1.0 - Zc)       # (cb, n, M_u): k_{S^c}(X, c)
-            else:
-                Kc = got["Kc"]
+            # k_{S^c}(X, c) (cb, n, M_u), unless the bank holds what it is needed for
+            Kc = space.centre_kernel(self, space.ref, 1.0 - Zc) if got is None else got.get("Kc")
+            Kcm = got["Kcm"] if got is not None and "Kcm" in got else None     # its mean over X (cb, 1, M_u)
             if self.value_function != "observational":
                 solve = np.zeros_like(empty)
             elif self.normalize:
@@ -185,17 +184,25 @@ class _Engine:
 
                 ones = torch.ones((Zc.shape[0], n, 1), dtype=self.dtype, device=self.device)
                 rhs = Kx if route_items else Kc
+                m = None
                 if self.solver == "cholesky":
                     if got is None:
                         L = self._factor(make_K())
                         w = torch.cholesky_solve(ones, L)
-                        sol = torch.cholesky_solve(rhs, L)
-                        if bank is not None:     # keep (K_S + nλI)⁻¹: later calls solve by one batched matmul
-                            bank.put(keys, {"Kinv": torch.cholesky_inverse(L), "Kc": Kc, "w": w})
+                        if bank is not None:
+                            # keep (K_S + nλI)⁻¹ k_{S^c}(X, c) (n, M_u): later calls need one product per chunk
+                            A = torch.cholesky_solve(Kc, L)
+                            Kcm = Kc.mean(dim=1, keepdim=True)
+                            bank.put(keys, {"A": A, "Kcm": Kcm, "w": w})
+                            m = torch.matmul(Kx.transpose(1, 2), A)                     # (cb, T, M_u)
+                            sol = A
+                        else:
+                            sol = torch.cholesky_solve(rhs, L)
                         del L
                     else:
                         w = got["w"]
-                        sol = torch.matmul(got["Kinv"], rhs)
+                        sol = got["A"]
+                        m = torch.matmul(Kx.transpose(1, 2), sol)
                 else:
                     K = make_K()
                     pre = None if precond is None else (lambda R: torch.cholesky_solve(R, precond))
@@ -205,21 +212,22 @@ class _Engine:
                                                  precond=pre)
                     self.cg_iterations.append(max(its, its2))
                     del K
-                if route_items:                                                         # sol = β (cb, n, T)
-                    m = torch.matmul(sol.transpose(1, 2), Kc)                           # (cb, T, M_u)
-                else:                                                                   # sol = (K+nλI)⁻¹ k(X, c)
-                    m = torch.matmul(Kx.transpose(1, 2), sol)
+                if m is None:
+                    # sol = β (cb, n, T): Kᵀ route; else sol = (K + nλI)⁻¹ k(X, c) (cb, n, M_u)
+                    m = torch.matmul(sol.transpose(1, 2), Kc) if route_items else torch.matmul(Kx.transpose(1, 2), sol)
+                if Kcm is None:
+                    Kcm = Kc.mean(dim=1, keepdim=True)
                 if self.normalize:
                     tot = torch.matmul(w.transpose(1, 2), Kx).transpose(1, 2)           # Σβ(x): (cb, T, 1)
                     bad = tot.abs() < 1e-8
                     m /= torch.where(bad, torch.ones_like(tot), tot)
                     if bool(bad.any()):
                         self.fallbacks += int(bad[torch.as_tensor(solve, device=self.device)].sum())
-                        m = torch.where(bad, Kc.mean(dim=1, keepdim=True), m)
+                        m = torch.where(bad, Kcm, m)
                 keep = np.flatnonzero(~solve)
                 if len(keep):
                     k_t = torch.as_tensor(keep, device=self.device)
-                    m[k_t] = Kc[k_t].mean(dim=1, keepdim=True)
+                    m[k_t] = Kcm[k_t]
                 del Kx, sol, w
             else:                                   # β_i = 1/n for every row
                 if got is None and bank is not None and self.value_function != "observational":
