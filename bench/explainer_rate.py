@@ -141,7 +141,12 @@ def in_process(args) -> dict:
             t_one[(m, k)] += time.thread_time() - c0
     wall_one = time.perf_counter() - t0
     per_event_s = sum(t_one.values())
-    # ---- batched: micro-batches, every method on the whole micro-batch in calls of at most max_batch
+    # ---- batched: micro-batches, every method on the whole micro-batch in calls of at most max_batch.
+    # The GPM explainer keeps its player-table columns per duel (the methods of one model share them): forget
+    # the anchor's, so that the batched path computes its own (the kernel blocks of the fit stay, as in the worker)
+    from stream.plugins.gpm import _prefshap_for
+
+    _prefshap_for(learners["gpm"], _ctx("gpm", train, cat, 0))[1].__dict__.pop("_columns", None)
     got = {key: [] for key in fns}
     t_b = {key: 0.0 for key in fns}
     calls = {key: 0 for key in fns}

@@ -68,7 +68,7 @@ def gpm_loader(state: dict):
 
 
 _PREFSHAP_CACHE: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-#: Memory for the kernel blocks of one snapshot (Pokémon, 9 players, 128 reference items: 512 coalitions, 354 MiB
+#: Memory for the kernel blocks of one fit (Pokémon, 9 players, 128 reference items: 512 coalitions, 291 MiB
 #: in float64); coalitions beyond it are recomputed on every call.
 _CACHE_MB = 512.0
 
