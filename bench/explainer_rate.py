@@ -192,7 +192,7 @@ def broker(args) -> dict:
     models = ["capacity", "gpm"]
     # one GPM fit (on the first 3000 duels, or half of a short smoke run): the explainer explains one snapshot;
     # the demo's warm-up replays 2 · min_train events and waits for that fit before the paced stream
-    gpm = {"refit_every": 10 ** 9, "window_size": 3000, "min_train": min(3000, args.broker_events // 4)}
+    gpm = {"refit_every": 10 ** 9, "window_size": 3000, "min_train": min(args.min_train, args.broker_events // 4)}
     t0 = time.perf_counter()
     s = run_demo("pokemon", args.data_dir, max_events=args.broker_events, explain_sample_rate=args.sample_rate,
                  rate=args.rate or None, report_dir=args.report_dir, models=models, gpm_params=gpm, click_every=None,
@@ -229,13 +229,17 @@ def main(argv=None) -> int:
     ap.add_argument("--broker", action="store_true", help="also run the workers through the broker")
     ap.add_argument("--broker-events", type=int, default=50_000)
     ap.add_argument("--sample-rate", type=float, default=0.01)
+    ap.add_argument("--min-train", type=int, default=3000, help="duels of the broker part's one GPM fit")
+    ap.add_argument("--no-in-process", action="store_true", help="only the broker part (a smoke run)")
     ap.add_argument("--rate", type=float, default=3500.0, help="events/s of the broker stream (0: as fast as it goes)")
     ap.add_argument("--data-dir", default=os.environ.get("PREFSTREAM_DATA_DIR", str(REPO.parent / "shared" / "data")))
     ap.add_argument("--report-dir", default="/tmp/prefstream-explainer-rate")
     ap.add_argument("--out", default=None, help="write explainer_rate.txt here (e.g. bench/results)")
     args = ap.parse_args(argv)
     os.environ.setdefault("PREFSTREAM_DATA_DIR", args.data_dir)
-    r = in_process(args)
+    r = in_process(args) if not args.no_in_process else {"per_event_events_per_s": float("nan"), "load": "-",
+                                                          "batched_events_per_s": float("nan"),
+                                                          "max_abs_diff_exact": float("nan")}
     b = broker(args) if args.broker else {}
     last = (f"explained_events_per_s={b.get('explained_events_per_s', r['batched_events_per_s']):.2f} "
             f"per_event_events_per_s={r['per_event_events_per_s']:.2f} "

@@ -126,3 +126,13 @@ def test_an_expelled_member_publishes_nothing_and_keeps_the_events_for_later():
     refused, after = asyncio.run(go())
     assert refused == {} and len(after) == N
     assert loop.consumer.commits and all(c == {tp: 0} for c in loop.consumer.commits[:1])
+
+
+def test_the_explainers_modules_are_imported_before_the_group_is_joined():
+    """torch imported by the first GPM snapshot inside the event loop had blocked it past the group session."""
+    import sys
+
+    from stream.workers.explainer_loop import PRELOAD, preload_explainers
+
+    preload_explainers()
+    assert all(name in sys.modules for name in PRELOAD)

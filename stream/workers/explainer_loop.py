@@ -37,6 +37,22 @@ log = logging.getLogger(__name__)
 DEDUPE_CAPACITY = 500_000
 
 
+#: Modules the built-in models' loaders and explainers import on first use (torch: seconds on a loaded machine).
+PRELOAD = ("torch", "learners.gpm", "explainers.prefshap", "explainers.sharp", "explainers.distributional")
+
+
+def preload_explainers() -> None:
+    """Import :data:`PRELOAD` (those installed), so that no first snapshot or first call imports them."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # torch not installed: the models that need it are not used either
+            if (exc.name or "").split(".")[0] != "torch":
+                raise
+
+
 class ExplainerLoop(ConsumerLoop):
     """The explainer worker (see :mod:`stream.workers.explainer`).
 
@@ -99,6 +115,10 @@ class ExplainerLoop(ConsumerLoop):
         from stream.outputs.publish import ProducerTopic
 
         s, core = self.settings, self.core
+        # before joining the group: the first GPM snapshot imported torch inside the event loop (the
+        # model follower's callback), which on a loaded machine blocked the loop for 8.7 s and let the
+        # group session (10 s) expire — a rebalance that dropped every queued explanation
+        await asyncio.get_running_loop().run_in_executor(None, preload_explainers)
         self.out = ProducerTopic(self.producer, s.topic_explanations)
         self.dead = ProducerTopic(self.producer, s.topic_dead_letters)
         core.metrics.explain_fraction_requested.set(float(s.explain_sample_rate))
