@@ -145,23 +145,32 @@ class ExplainerLoop(ConsumerLoop):
     # ------------------------------------------------------------------ intake
     async def handle(self, gen: int, batch: dict) -> None:
         s = self.settings
-        for tp, recs in batch.items():
-            if self.paused or gen != self.generation:
-                return  # rebalanced meanwhile: the new assignment starts at the commit (re-reads these)
-            for off, value, _tok, arrived, _key in recs:
-                if tp.topic == s.topic_explain_requests:
-                    job = self.core.on_request(value)
-                    if job is not None:
-                        self.requests.append((job, tp, off, gen, arrived))
-                    self.tracker.fetched(tp, off, 0 if job is None else 1)
-                else:
-                    self.tracker.fetched(tp, off, self.intake(tp, off, value, arrived, gen))
+        eligible: dict = {}  # (model, method) -> events of this batch it could explain, counted once per batch
+        try:
+            for tp, recs in batch.items():
+                if self.paused or gen != self.generation:
+                    return  # rebalanced meanwhile: the new assignment starts at the commit (re-reads these)
+                for off, value, _tok, arrived, _key in recs:
+                    if tp.topic == s.topic_explain_requests:
+                        job = self.core.on_request(value)
+                        if job is not None:
+                            self.requests.append((job, tp, off, gen, arrived))
+                        self.tracker.fetched(tp, off, 0 if job is None else 1)
+                    else:
+                        self.tracker.fetched(tp, off, self.intake(tp, off, value, arrived, gen, eligible))
+        finally:
+            now = time.monotonic()
+            for (name, method), n in eligible.items():
+                self.core.metrics.explain_eligible.labels(model=name, method=method).inc(n)
+                self.window((name, method)).eligible(n, now)
         if len(self.requests) >= s.explain_max_queue:  # back-pressure on requests only
             self.pause(*[tp for tp in self.consumer.assignment() if tp.topic == s.topic_explain_requests])
         self.wake.set()
 
-    def intake(self, tp, offset: int, value, arrived: float, gen: int) -> int:
-        """Count an event as eligible, queue it for its methods if sampled; the work items made."""
+    def intake(self, tp, offset: int, value, arrived: float, gen: int, eligible: dict) -> int:
+        """Count an event as eligible (in ``eligible``, applied to the metrics once per batch: at 3,500
+        events/s two metric updates per event and method cost a fifth of a core), queue it for its methods
+        if sampled; the work items made."""
         core = self.core
         session = tp.topic == self.settings.topic_clicks
         if session:
@@ -176,10 +185,8 @@ class ExplainerLoop(ConsumerLoop):
                 return 0
             examples, params, event_id = [ex], None, ex.event_id
         methods = core.methods_for(session)
-        now = time.monotonic()
         for name, method, _fn in methods:
-            core.metrics.explain_eligible.labels(model=name, method=method).inc()
-            self.window((name, method)).eligible(1, now)
+            eligible[(name, method)] = eligible.get((name, method), 0) + 1
         if not core.sampled(event_id, self.settings.explain_sample_rate):
             return 0
         if not methods:  # sampled before any snapshot of a model exists
