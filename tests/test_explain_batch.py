@@ -210,3 +210,17 @@ def test_every_explainer_carries_caps_and_stops_on_its_budget(pokemon):
     assert e.instance_ids == [x.event_id for x in events[:3]]
     full = fn(learners["capacity"], events[:3], _ctx("capacity", train, cat))
     np.testing.assert_allclose(e.values, full.values, rtol=0, atol=1e-9)   # the finished prefix is exact
+
+
+def test_capacity_bernoulli_table_from_the_pair_form_equals_the_scored_rows(pokemon, monkeypatch):
+    """The 2-additive capacity's margin table from its pair form (no hybrid rows built) equals the margins of the
+    built rows."""
+    from learners.capacity_base import _CapacityLearner
+
+    learners, train, events, cat = pokemon
+    fn = registry.explainers_for("capacity")["distributional-bernoulli"]
+    fast = fn(learners["capacity"], events, _ctx("capacity", train, cat))
+    monkeypatch.setattr(_CapacityLearner, "pairwise_form", lambda self: None)
+    rows = fn(learners["capacity"], events, _ctx("capacity", train, cat))
+    np.testing.assert_allclose(fast.values, rows.values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fast.prediction, rows.prediction, rtol=0, atol=1e-12)
