@@ -224,3 +224,17 @@ def test_capacity_bernoulli_table_from_the_pair_form_equals_the_scored_rows(poke
     rows = fn(learners["capacity"], events, _ctx("capacity", train, cat))
     np.testing.assert_allclose(fast.values, rows.values, rtol=0, atol=1e-12)
     np.testing.assert_allclose(fast.prediction, rows.prediction, rtol=0, atol=1e-12)
+
+
+def test_stored_blocks_serve_a_chunk_of_only_the_empty_and_full_coalitions(pokemon):
+    """A chunk holding only ∅ and Ω (no CME solve) reads the stored mean of k_{S^c}(X, c): the same values as
+    those rows in a chunk that solves (the whole player table)."""
+    from stream.plugins.gpm import _duel_arrays, _prefshap_for
+
+    learners, train, events, cat = pokemon
+    model, ps, b = _prefshap_for(learners["gpm"], _ctx("gpm", train, cat))      # blocks stored for every coalition
+    XL, XR, _ = _duel_arrays(model, events[:3])
+    d = len(model.feature_names)
+    ends = ps.coalition_values(np.array([np.zeros(d, bool), np.ones(d, bool)]), XL, XR)
+    table = ps.player_table(XL, XR)
+    np.testing.assert_allclose(ends, table[[0, -1]], rtol=0, atol=1e-12)

@@ -232,7 +232,7 @@ class _Engine:
             else:                                   # β_i = 1/n for every row
                 if got is None and bank is not None and self.value_function != "observational":
                     bank.put(keys, {"Kc": Kc})
-                m = Kc.mean(dim=1, keepdim=True).expand(-1, T, -1).clone()
+                m = (Kcm if Kcm is not None else Kc.mean(dim=1, keepdim=True)).expand(-1, T, -1).clone()
             self.solve_seconds += time.perf_counter() - t0
             if full.any() and self.normalize:
                 # Ω: no feature left to integrate, Σ β̃ = 1 (the literal estimator keeps Σβ(x))
