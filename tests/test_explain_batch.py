@@ -238,3 +238,27 @@ def test_stored_blocks_serve_a_chunk_of_only_the_empty_and_full_coalitions(pokem
     ends = ps.coalition_values(np.array([np.zeros(d, bool), np.ones(d, bool)]), XL, XR)
     table = ps.player_table(XL, XR)
     np.testing.assert_allclose(ends, table[[0, -1]], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("cache_mb", [0.0, 40.0])
+def test_kernel_blocks_partly_or_not_stored_give_the_same_values(pokemon, cache_mb):
+    """Coalitions whose blocks do not fit ``cache_mb`` are solved for the explained items alone; the values equal
+    those of an explainer that stores every coalition's blocks."""
+    import torch
+
+    from explainers.prefshap import PrefSHAP
+    from stream.plugins.gpm import _duel_arrays, _prefshap_for
+    from stream.plugins.groups import groups_of
+
+    learners, train, events, cat = pokemon
+    model, ps, b = _prefshap_for(learners["gpm"], _ctx("gpm", train, cat))
+    some = PrefSHAP(model, reference_items=None, max_reference=b["reference_size"], random_state=0,
+                    feature_groups=groups_of(list(model.feature_names), b["exact_players"]) or None,
+                    dtype=torch.float64, cache_mb=cache_mb)
+    some._ref = ps._ref
+    XL, XR, _ = _duel_arrays(model, events[:4])
+    for _ in range(2):                                               # filling, then reading what was stored
+        np.testing.assert_allclose(some.player_table(XL, XR), ps.player_table(XL, XR), rtol=0, atol=1e-9)
+        some.__dict__.pop("_columns", None)
+    bank = some._cache.get("items")
+    assert (bank is None) if cache_mb == 0 else (0 < len(bank.slot) < 512)

@@ -41,6 +41,10 @@ class _BlockBank:
         per = sum(t[0].numel() * t.element_size() for t in self.store.values())
         return per * len(self.slot)
 
+    def room(self) -> bool:
+        """Whether a block could still be stored (True before the first :meth:`put` sizes the bank)."""
+        return self.capacity is None or len(self.slot) < self.capacity
+
     def get(self, keys: list) -> dict[str, torch.Tensor] | None:
         """The blocks of ``keys`` stacked as (len(keys), ...) tensors, or None if any is missing."""
         if not keys or any(k not in self.slot for k in keys):

@@ -189,8 +189,9 @@ class _Engine:
                     if got is None:
                         L = self._factor(make_K())
                         w = torch.cholesky_solve(ones, L)
-                        if bank is not None:
+                        if bank is not None and bank.room():
                             # keep (K_S + nλI)⁻¹ k_{S^c}(X, c) (n, M_u): later calls need one product per chunk
+                            # (n²·M_u to form; without room the solve for the items alone, n²·T, is cheaper)
                             A = torch.cholesky_solve(Kc, L)
                             Kcm = Kc.mean(dim=1, keepdim=True)
                             bank.put(keys, {"A": A, "Kcm": Kcm, "w": w})
