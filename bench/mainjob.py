@@ -165,6 +165,14 @@ def main(argv=None) -> int:
         print(f"GPM progressive ROC AUC {auc_g:.3f} vs Hu, Chau et al. 2022 hold-out AUC {paper:.2f}: ratio {auc_g / paper:.3f}")
     for m, rs in s["refits"].items():
         print(f"{m} refits: {len(rs)}, durations {[r['duration_s'] for r in rs]} s")
+    # explained / requested per model and method (requested = sample rate × the events it could explain,
+    # those after its model's first snapshot; the explainer's counters), and what was shed
+    by = s.get("explain_by_method", {})
+    frac = {k: v["explained"] / max(args.sample_rate * v["eligible"], 1.0) for k, v in by.items()}
+    print("explained of the requested sample per model/method: "
+          + ", ".join(f"{k} {v['explained']}/{args.sample_rate * v['eligible']:.0f} = {frac[k]:.3f}" for k, v in by.items())
+          + f"; worst {min(frac.values(), default=float('nan')):.3f}; lag p99 (s, bucket bound) "
+          f"{s.get('explanation_lag_p99_s')}; shed {s.get('explanations_shed')}", flush=True)
     print(f"dataset={args.dataset} events={s['events_sent']} events_per_s={s['events_per_s']:.1f} "
           f"final_auc_capacity={(auc_c if auc_c is not None else float('nan')):.4f} "
           f"final_auc_gpm={(auc_g if auc_g is not None else float('nan')):.4f} "

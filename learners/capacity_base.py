@@ -224,6 +224,35 @@ class _CapacityLearner(PreferenceLearner):
             out[s:s + step] = self._index.features(blk, self.aggregation, out=buf) @ m
         return out
 
+    def pairwise_form(self):
+        """The overall value as a form of pairs of criteria, when it is one (at most 2-additive), else None.
+
+        F(u) = Σ_i w_i u_i + ½ Σ_{i≠j} W_ij op(u_i, u_j) with u the scaled, flipped row (``prep``) and
+        op = min (Choquet) or × (multilinear) — Grabisch (1997), a 2-additive capacity in Möbius form.
+        Its use: the scores of hybrids of two rows (criteria from one row or the other) are sums of
+        terms of the two rows and of their cross terms (:mod:`explainers.sharp.hybrids`).
+
+        Returns
+        -------
+        tuple ``(prep, w, W, op)`` or None
+            ``prep(X (N, n)) -> U (N, n)`` (checked, scaled), ``w`` (n,), ``W`` (n, n) symmetric with a
+            zero diagonal, ``op`` a numpy ufunc.
+        """
+        sizes = self._index.sizes
+        if sizes.max() > 2:
+            return None
+        n = len(self.criteria)
+        bits = (self._index.masks[:, None] >> np.arange(n)[None, :]) & 1             # (d, n)
+        w = np.zeros(n)
+        W = np.zeros((n, n))
+        one, two = np.flatnonzero(sizes == 1), np.flatnonzero(sizes == 2)
+        w[np.argmax(bits[one], axis=1)] = self._m[one]
+        ij = np.sort(np.argsort(-bits[two], axis=1, kind="stable")[:, :2], axis=1)
+        W[ij[:, 0], ij[:, 1]] = self._m[two]
+        W[ij[:, 1], ij[:, 0]] = self._m[two]
+        op = np.minimum if self.aggregation == "choquet" else np.multiply
+        return (lambda X: self._prep(self._check_array(X), learn=False)), w, W, op
+
     def score_one(self, x: Mapping[str, float]) -> float:
         """Overall value F(x) = Σ_S m(S) φ_S(x) of one item (to rank a catalog; higher is better)."""
         X = dict_to_array(x, self.criteria, type(self).__name__)[None, :]

@@ -97,13 +97,15 @@ def test_no_explanation_warns_with_readable_skips(monkeypatch):
 def test_error_sheds_are_reported_with_their_exception_class(monkeypatch):
     """Issue 22 item 6: a method's failures show which exception (the shed counter's ``error`` label)."""
     shed = "prefstream_explanations_shed_total"
-    explainer = {("prefstream_explanations_skipped_total", (("reason", "no_model"),)): 2.0,
+    skip = "prefstream_explanations_skipped_total"   # every shed is a skip too (ExplainerLoop.shed)
+    explainer = {(skip, (("reason", "no_model"),)): 2.0, (skip, (("reason", "duplicate"),)): 3.0,
+                 (skip, (("reason", "error"),)): 7.0,       # 6 sheds + 1 failed request (no class)
                  (shed, (("method", "pref-shap"), ("reason", "error"), ("error", "LinAlgError"))): 4.0,
                  (shed, (("method", "sharp-rank"), ("reason", "error"), ("error", "ValueError"))): 2.0,
                  (shed, (("method", "sharp-rank"), ("reason", "duplicate"), ("error", ""))): 3.0}
     scrapes = [_learner({"capacity": 100}, {"capacity": 0.5}, {"capacity": 0.6}, {"capacity": 0.7})]
     s = _summary(_scraper(monkeypatch, scrapes, explainer), ["capacity"], 100)
-    assert s["explanations_skipped"] == {"no_model": 2, "duplicate": 3, "error (LinAlgError)": 4,
+    assert s["explanations_skipped"] == {"no_model": 2, "duplicate": 3, "error": 1, "error (LinAlgError)": 4,
                                          "error (ValueError)": 2}
 
 

@@ -120,8 +120,40 @@ def test_prefshap_and_distributional_share_one_table(pokemon):
     XL, XR, U = _duel_arrays(model, events)
     t = ps.player_table(XL, XR, U)
     assert t.shape == (2 ** len(ps.players()[0]), len(events))
-    assert ps.player_table(XL, XR, U) is t                            # kept for the next method on the batch
+    assert not np.isnan(t).any()
+    ps._item_values = None                                          # kept per duel: nothing is computed again,
+    for part in (slice(0, 4), slice(3, None), [7, 1, 2]):            # whatever duels a later call batches
+        np.testing.assert_array_equal(ps.player_table(XL[part], XR[part], None), t[:, part])
+    del ps._item_values
     np.testing.assert_allclose(t[-1], model.decision_function(XL, XR), rtol=1e-9, atol=1e-12)   # ν(Ω) = g
+
+
+def test_snapshots_of_one_fit_share_their_explainer(pokemon):
+    """A new snapshot of an unchanged fit (a new object, same arrays) reuses the kernel blocks of the last one and
+    explains alike; a different fit (or other budgets) gets its own explainer."""
+    from stream.plugins.gpm import _LATEST_FIT, _prefshap_for
+
+    learners, train, events, cat = pokemon
+    spec = registry.get_model("gpm")
+    lr = spec.loader(learners["gpm"].state_dict())             # as the explainer loads every snapshot
+    _, ps, _ = _prefshap_for(lr, _ctx("gpm", train, cat))
+    again = spec.loader(learners["gpm"].state_dict())
+    assert again.model is not lr.model
+    _, ps2, _ = _prefshap_for(again, _ctx("gpm", train, cat))
+    assert ps2 is ps
+    fn = registry.explainers_for("gpm")["pref-shap"]
+    shared = fn(again, events[:3], _ctx("gpm", train, cat))
+    _LATEST_FIT.clear()                                          # a third snapshot, explained from scratch
+    third = spec.loader(learners["gpm"].state_dict())
+    assert _prefshap_for(third, _ctx("gpm", train, cat))[1] is not ps
+    fresh = fn(third, events[:3], _ctx("gpm", train, cat))
+    np.testing.assert_allclose(fresh.values, shared.values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fresh.prediction, shared.prediction, rtol=0, atol=1e-12)
+    _, ps3, _ = _prefshap_for(again, _ctx("gpm", train, cat, {"reference_size": 64}))
+    assert ps3 is not ps
+    other = _fit(*_data("pokemon")[:3], "gpm", train[:200])
+    _, ps4, _ = _prefshap_for(other, _ctx("gpm", train, cat))
+    assert ps4 is not ps and ps4.model is other.model
 
 
 def test_sampled_prefshap_batch_within_standard_errors(pokemon):
@@ -134,7 +166,8 @@ def test_sampled_prefshap_batch_within_standard_errors(pokemon):
     se1 = np.concatenate([np.atleast_2d(o.extra.get("stderr", np.zeros_like(o.values))) for o in one])
     seb = np.asarray(batch.extra["stderr"])                             # zeros for the duels enumerated exactly
     assert not np.asarray(batch.extra["exact"]).all()
-    z = np.abs(batch.values - v1) / np.sqrt(se1 ** 2 + seb ** 2 + 1e-24)
+    # duels enumerated exactly (stderr 0) agree to rounding: a floor of 1e-9 (the exact methods' tolerance) on σ
+    z = np.abs(batch.values - v1) / np.sqrt(se1 ** 2 + seb ** 2 + 1e-18)
     assert np.max(z) < 5.0                                              # 10 duels × 9 players: no 5σ deviation
     assert np.abs(batch.values - v1).max() > 0                          # the draws really were restructured
     assert np.max(batch.additivity_error()) < 1e-9                      # efficiency is exact either way
@@ -177,3 +210,55 @@ def test_every_explainer_carries_caps_and_stops_on_its_budget(pokemon):
     assert e.instance_ids == [x.event_id for x in events[:3]]
     full = fn(learners["capacity"], events[:3], _ctx("capacity", train, cat))
     np.testing.assert_allclose(e.values, full.values, rtol=0, atol=1e-9)   # the finished prefix is exact
+
+
+def test_capacity_bernoulli_table_from_the_pair_form_equals_the_scored_rows(pokemon, monkeypatch):
+    """The 2-additive capacity's margin table from its pair form (no hybrid rows built) equals the margins of the
+    built rows."""
+    from learners.capacity_base import _CapacityLearner
+
+    learners, train, events, cat = pokemon
+    fn = registry.explainers_for("capacity")["distributional-bernoulli"]
+    fast = fn(learners["capacity"], events, _ctx("capacity", train, cat))
+    monkeypatch.setattr(_CapacityLearner, "pairwise_form", lambda self: None)
+    rows = fn(learners["capacity"], events, _ctx("capacity", train, cat))
+    np.testing.assert_allclose(fast.values, rows.values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fast.prediction, rows.prediction, rtol=0, atol=1e-12)
+
+
+def test_stored_blocks_serve_a_chunk_of_only_the_empty_and_full_coalitions(pokemon):
+    """A chunk holding only ∅ and Ω (no CME solve) reads the stored mean of k_{S^c}(X, c): the same values as
+    those rows in a chunk that solves (the whole player table)."""
+    from stream.plugins.gpm import _duel_arrays, _prefshap_for
+
+    learners, train, events, cat = pokemon
+    model, ps, b = _prefshap_for(learners["gpm"], _ctx("gpm", train, cat))      # blocks stored for every coalition
+    XL, XR, _ = _duel_arrays(model, events[:3])
+    d = len(model.feature_names)
+    ends = ps.coalition_values(np.array([np.zeros(d, bool), np.ones(d, bool)]), XL, XR)
+    table = ps.player_table(XL, XR)
+    np.testing.assert_allclose(ends, table[[0, -1]], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("cache_mb", [0.0, 40.0])
+def test_kernel_blocks_partly_or_not_stored_give_the_same_values(pokemon, cache_mb):
+    """Coalitions whose blocks do not fit ``cache_mb`` are solved for the explained items alone; the values equal
+    those of an explainer that stores every coalition's blocks."""
+    import torch
+
+    from explainers.prefshap import PrefSHAP
+    from stream.plugins.gpm import _duel_arrays, _prefshap_for
+    from stream.plugins.groups import groups_of
+
+    learners, train, events, cat = pokemon
+    model, ps, b = _prefshap_for(learners["gpm"], _ctx("gpm", train, cat))
+    some = PrefSHAP(model, reference_items=None, max_reference=b["reference_size"], random_state=0,
+                    feature_groups=groups_of(list(model.feature_names), b["exact_players"]) or None,
+                    dtype=torch.float64, cache_mb=cache_mb)
+    some._ref = ps._ref
+    XL, XR, _ = _duel_arrays(model, events[:4])
+    for _ in range(2):                                               # filling, then reading what was stored
+        np.testing.assert_allclose(some.player_table(XL, XR), ps.player_table(XL, XR), rtol=0, atol=1e-9)
+        some.__dict__.pop("_columns", None)
+    bank = some._cache.get("items")
+    assert (bank is None) if cache_mb == 0 else (0 < len(bank.slot) < 512)

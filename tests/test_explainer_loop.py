@@ -174,3 +174,13 @@ def test_sampled_events_before_any_snapshot_are_counted_and_logged_once(caplog):
     assert lines == ["1 sampled events not explained: no model snapshot is loaded yet (a learner worker publishes "
                      "its first after snapshot_every_events events or snapshot_every_seconds)"]
     assert loop.core.metrics.explanations_skipped.labels(reason="no_model")._value.get() == N
+
+
+def test_the_explainers_modules_are_imported_before_the_group_is_joined():
+    """torch imported by the first GPM snapshot inside the event loop had blocked it past the group session."""
+    import sys
+
+    from stream.workers.explainer_loop import PRELOAD, preload_explainers
+
+    preload_explainers()
+    assert all(name in sys.modules for name in PRELOAD)

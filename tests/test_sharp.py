@@ -535,3 +535,54 @@ def test_reference_means_match_explicit_tables(ties, exclude):
                 assert e.extra["mean_qoi"][j] == pytest.approx(q.mean(), abs=1e-12 + tol)
                 assert e.extra["mean_rank"][j] == pytest.approx(ranks.mean(), abs=1e-12)
             assert e.additivity_error().max() < 1e-9
+
+
+def _two_additive(aggregation, scaler, seed):
+    """A 2-additive capacity model on 6 criteria (one decreasing) learned on random duels."""
+    from learners.capacity_stream import CapacityLogistic
+
+    rng = np.random.default_rng(seed)
+    names = [f"c{i}" for i in range(6)]
+    model = CapacityLogistic(names, aggregation=aggregation, k_additive=2, scaler=scaler, decreasing=["c4"])
+    lo = 3.0 if scaler == "minmax" else 1.0
+    XL, XR = np.round(rng.random((300, 6)) * lo, 1), np.round(rng.random((300, 6)) * lo, 1)
+    model.learn_many(XL, XR, np.where(XL @ rng.normal(size=6) + np.minimum(XL[:, 0], XL[:, 1]) >
+                                      XR @ rng.normal(size=6) + np.minimum(XR[:, 0], XR[:, 1]), 1, -1))
+    return model, np.round(rng.random((40, 6)) * lo, 1)
+
+
+@pytest.mark.parametrize("aggregation,scaler", [("choquet", "minmax"), ("multilinear", "none")])
+def test_two_additive_hybrids_equal_the_scored_rows(aggregation, scaler):
+    """A 2-additive capacity scores ShaRP's hybrids as a form of pairs (explainers.sharp.hybrids): every
+    hybrid's score equals the model's score of the built row, and the explanations (every QoI, exact and
+    sampled, grouped players, ties in the catalog, pairwise) equal those of scoring the rows."""
+    from explainers.sharp.hybrids import PairwiseHybrids
+
+    model, X = _two_additive(aggregation, scaler, seed=3)
+    X[7] = X[2]                                                     # a tie in the catalog
+    scorer = learner_score_fn(model)
+    assert isinstance(scorer.hybrid, PairwiseHybrids)
+    rng = np.random.default_rng(0)
+    removed = rng.random((30, 6)) < 0.5
+    removed[:, 3] = removed[:, 2]                                   # a block of two features
+    s = scorer.hybrid(X[:4], X[None, 10:15], removed)               # (4, 30, 5)
+    rows = np.where(removed[None, :, None, :], X[None, None, 10:15, :], X[:4, None, None, :])
+    np.testing.assert_allclose(s, model.score(rows.reshape(-1, 6)).reshape(4, 30, 5), rtol=0, atol=1e-12)
+    rows_only = lambda A: model.score(A)                            # noqa: E731 — no .hybrid: rows are built
+    groups = {"g": ["c2", "c3"]}
+    names = list(model.feature_names)
+    for kw in ({"feature_names": names}, {"feature_names": names, "feature_groups": groups}):
+        fast, slow = SharpExplainer(scorer, X, **kw), SharpExplainer(rows_only, X, **kw)
+        for qoi, extra in (("rank", {}), ("score", {}), ("topk", {"k": 5}), ("rank", {"sample_size": 6, "seed": 1})):
+            a = fast.explain(np.arange(0, 40, 3), qoi, **extra)
+            b = slow.explain(np.arange(0, 40, 3), qoi, **extra)
+            np.testing.assert_allclose(a.values, b.values, rtol=0, atol=1e-9)
+            np.testing.assert_allclose(a.base_values, b.base_values, rtol=0, atol=1e-9)
+        pairs = np.array([[0, 1], [2, 7], [5, 9]])
+        np.testing.assert_allclose(fast.explain_pairwise(pairs, "rank").values,
+                                   slow.explain_pairwise(pairs, "rank").values, rtol=0, atol=1e-9)
+    wide = SharpExplainer(scorer, X, max_exact_players=4, max_coalitions=32)      # sampled coalitions
+    assert wide.sampled
+    np.testing.assert_allclose(wide.explain([0, 1], "rank", seed=5).values,
+                               SharpExplainer(rows_only, X, max_exact_players=4, max_coalitions=32)
+                               .explain([0, 1], "rank", seed=5).values, rtol=0, atol=1e-9)

@@ -13,8 +13,9 @@ the kernel blocks:
   p's own game with dropped players D_p and active players A_p needs only the rows T ∪ D_p,
   T ⊆ A_p, and its Shapley values are :func:`~explainers._coalitions.exact_shapley` of that
   sub-table. Equal to one call per duel up to floating-point rounding (tests/test_explain_batch.py:
-  ≤ 1e-9 in float64). The tables of the last calls are kept with what they hold, so the
-  distributional values of the same events compute only the rows Pref-SHAP did not need.
+  ≤ 1e-9 in float64). The table holds every coalition of every duel (one pass over the kernel
+  blocks in their stored order: about the cost of the scattered rows one duel's game needs), and its
+  columns are kept per duel, so the distributional values of the same events compute nothing more.
 * **sampled**: duels with the same dropped players share one coalition plan (shared draws; the
   target standard error of :mod:`explainers._target_se` is met by every duel of the group). A duel's
   estimate differs from a one-duel call (which draws its own coalitions) by the sampling error,
@@ -22,6 +23,8 @@ the kernel blocks:
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import numpy as np
 
@@ -31,8 +34,9 @@ from explainers._target_se import solve_to_target
 
 __all__: list[str] = []
 
-#: Player tables kept per explainer (Pokémon, 9 players: 512 × 64 float64 = 256 KiB for a call of 64 events).
-TABLES_KEPT = 16
+#: Duels whose player-table columns are kept per explainer (Pokémon, 9 players: 4.5 KiB a duel, 18 MiB in all):
+#: the methods of one model explain the same sampled events in batches of their own sizes and order.
+COLUMNS_KEPT = 4096
 
 
 class _DuelBatch:
@@ -53,12 +57,12 @@ class _DuelBatch:
 
         Notes
         -----
-        The tables of the last ``TABLES_KEPT`` calls are kept (keyed by the duels' bytes) with the
-        entries computed so far, and a later call computes only the missing ones, grouped by duels
-        that miss the same rows (one matrix product per group and chunk of coalitions). So Pref-SHAP
-        — which needs, per duel, only the coalitions that hold its constant players — and then the
-        Bernoulli distributional values of the same events — which need every coalition — together
-        cost one full table.
+        The columns of the last ``COLUMNS_KEPT`` duels are kept (keyed by the duel's bytes) with the
+        entries computed so far, and a later call, whatever duels it batches with them, computes only
+        the missing ones, grouped by duels that miss the same rows (one matrix product per group and
+        chunk of coalitions). Pref-SHAP fills the whole table of its duels (exact enumeration; one
+        pass over the kernel blocks, in the order they are stored) and the Bernoulli distributional
+        values of the same events read it: the two methods cost one table.
         """
         from explainers.prefshap.model import _check_matrix
 
@@ -66,15 +70,16 @@ class _DuelBatch:
         XL = _check_matrix("XL", XL, d)
         XR = _check_matrix("XR", XR, d)
         U = None if U is None else _check_matrix("U", U, len(self._p.context_names))
-        key = (XL.tobytes(), XR.tobytes(), None if U is None else U.tobytes(), XL.shape)
-        kept = self.__dict__.setdefault("_tables", {})
         _, member = self.players()
         K, P = 2 ** member.shape[0], XL.shape[0]
-        if key not in kept:
-            kept[key] = (np.full((K, P), np.nan), np.zeros((K, P), bool))
-            while len(kept) > TABLES_KEPT:
-                kept.pop(next(iter(kept)))                # the oldest first
-        table, have = kept[key]
+        kept = self.__dict__.setdefault("_columns", OrderedDict())
+        keys = [XL[p].tobytes() + XR[p].tobytes() + (b"" if U is None else U[p].tobytes()) for p in range(P)]
+        table, have = np.full((K, P), np.nan), np.zeros((K, P), bool)
+        for p, k in enumerate(keys):
+            got = kept.get(k)
+            if got is not None:
+                table[:, p], have[:, p] = got
+                kept.move_to_end(k)
         missing = ~have if need is None else (need & ~have)
         if missing.any():
             C = all_coalitions(member.shape[0])
@@ -90,6 +95,11 @@ class _DuelBatch:
                 table[np.ix_(r, idx)] = self._item_values(masks[r], XLs[idx], XRs[idx],
                                                           W if W.ndim == 1 else W[idx], eng)
                 have[np.ix_(r, idx)] = True
+            for p in cols:
+                kept[keys[p]] = (table[:, p].copy(), have[:, p].copy())
+                kept.move_to_end(keys[p])
+            while len(kept) > COLUMNS_KEPT:
+                kept.popitem(last=False)                  # the oldest first
         return table
 
     def _per_duel(self, XL: np.ndarray, XR: np.ndarray, U, W, eng):
@@ -101,9 +111,10 @@ class _DuelBatch:
         exact_all = n_pl <= _MAX_EXACT_PLAYERS and 2 ** n_pl <= self.max_coalitions
         table = None
         if exact_all:                     # per duel, the coalitions T ∪ D_p (T among its active players)
-            codes = np.arange(2 ** n_pl, dtype=np.int64)
-            dcode = dropped.astype(np.int64) @ (np.int64(1) << np.arange(n_pl, dtype=np.int64))
-            table = self.player_table(XL, XR, U, need=(codes[:, None] & dcode[None, :]) == dcode[None, :])
+            # the whole table, though a duel's game needs only the rows that hold its dropped players: in
+            # one pass over the stored kernel blocks it costs about what the scattered rows it needs
+            # cost alone, and the distributional values of the same duels read the rest
+            table = self.player_table(XL, XR, U)
         phi = np.zeros((P, n_pl))
         se = np.zeros((P, n_pl))
         base, pred = np.empty(P), np.empty(P)

@@ -1,13 +1,14 @@
 """Per-coalition kernel blocks of Pref-SHAP kept across calls on one model snapshot.
 
 For a coalition S the CME of Hu, Chau, Ferrando Huertas & Sejdinovic (2022, *Explaining
-Preferences with Shapley Values*, Proposition 3.2) needs, besides the explained items, three blocks
-that depend only on S, the reference catalog and the model's centres: the Cholesky factor of
-K_S + nλI, the kernel k_{S^c}(X, c) between the reference items and the distinct centres, and
-(K_S + nλI)⁻¹ 1 (the normaliser of the CME weights). They are computed on first use and stored here
-in slots of one preallocated tensor per block, so a later call on the same coalitions reads them as
-views (no copy when the coalitions come in the same order, one gather otherwise) instead of
-recomputing them. With a single duel per call these blocks are most of the work.
+Preferences with Shapley Values*, Proposition 3.2) needs, besides the explained items, blocks that
+depend only on S, the reference catalog X and the model's centres c: A_S = (K_S + nλI)⁻¹ k_{S^c}(X, c)
+(n × M_u), so that E[k_{S^c}(X, c) | x_S] = k_S(X, x)ᵀ A_S is one product per explained item; the mean
+of k_{S^c}(X, c) over X (the rows ∅ and Ω); and (K_S + nλI)⁻¹ 1 (the normaliser of the CME weights).
+Under a marginal value function only k_{S^c}(X, c) is stored. They are computed on first use (the
+explainer worker fills them once per fitted snapshot) and stored here in slots of one preallocated
+tensor per block, so a later call on the same coalitions reads them as views (no copy when the
+coalitions come in the same order, one gather otherwise) instead of recomputing them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class _BlockBank:
         """Bytes of the blocks stored so far."""
         per = sum(t[0].numel() * t.element_size() for t in self.store.values())
         return per * len(self.slot)
+
+    def room(self) -> bool:
+        """Whether a block could still be stored (True before the first :meth:`put` sizes the bank)."""
+        return self.capacity is None or len(self.slot) < self.capacity
 
     def get(self, keys: list) -> dict[str, torch.Tensor] | None:
         """The blocks of ``keys`` stacked as (len(keys), ...) tensors, or None if any is missing."""

@@ -67,6 +67,17 @@ class _Space:
             return [G[..., m].add_(constant).mul_(r) for m in self.maps]
         return [G[..., m] for m in self.maps]          # advanced indexing: ~6x faster than index_select(2)
 
+    def constant_term(self, G: torch.Tensor, constant: float = 0.0) -> torch.Tensor:
+        """Γ with the item kernel's constant of :meth:`split` applied in place on the distinct centres
+        (the same values, before any gather): (cb, T, M_u[+1])."""
+        if constant:
+            r = 1.0 / float(np.sqrt(1.0 + constant))
+            if self.mass:
+                G[..., :-1].add_(G[..., -1:], alpha=constant).mul_(r)
+            else:
+                G.add_(constant).mul_(r)
+        return G
+
     def centre_kernel(self, eng: "_Engine", A: torch.Tensor, Zc: torch.Tensor) -> torch.Tensor:
         """k_·(A, centres) under the masks ``Zc``: (cb, n_A, M_u), plus the all-ones mass column if ``mass``."""
         K = _masked_kernel(A, self.centres, Zc)
@@ -153,10 +164,9 @@ class _Engine:
             t0 = time.perf_counter()
             keys = [row.tobytes() for row in zb]
             got = None if bank is None else bank.get(keys)
-            if got is None:
-                Kc = space.centre_kernel(self, space.ref, 1.0 - Zc)       # (cb, n, M_u): k_{S^c}(X, c)
-            else:
-                Kc = got["Kc"]
+            # k_{S^c}(X, c) (cb, n, M_u), unless the bank holds what it is needed for
+            Kc = space.centre_kernel(self, space.ref, 1.0 - Zc) if got is None else got.get("Kc")
+            Kcm = got["Kcm"] if got is not None and "Kcm" in got else None     # its mean over X (cb, 1, M_u)
             if self.value_function != "observational":
                 solve = np.zeros_like(empty)
             elif self.normalize:
@@ -174,17 +184,26 @@ class _Engine:
 
                 ones = torch.ones((Zc.shape[0], n, 1), dtype=self.dtype, device=self.device)
                 rhs = Kx if route_items else Kc
+                m = None
                 if self.solver == "cholesky":
                     if got is None:
                         L = self._factor(make_K())
                         w = torch.cholesky_solve(ones, L)
-                        sol = torch.cholesky_solve(rhs, L)
-                        if bank is not None:     # keep (K_S + nλI)⁻¹: later calls solve by one batched matmul
-                            bank.put(keys, {"Kinv": torch.cholesky_inverse(L), "Kc": Kc, "w": w})
+                        if bank is not None and bank.room():
+                            # keep (K_S + nλI)⁻¹ k_{S^c}(X, c) (n, M_u): later calls need one product per chunk
+                            # (n²·M_u to form; without room the solve for the items alone, n²·T, is cheaper)
+                            A = torch.cholesky_solve(Kc, L)
+                            Kcm = Kc.mean(dim=1, keepdim=True)
+                            bank.put(keys, {"A": A, "Kcm": Kcm, "w": w})
+                            m = torch.matmul(Kx.transpose(1, 2), A)                     # (cb, T, M_u)
+                            sol = A
+                        else:
+                            sol = torch.cholesky_solve(rhs, L)
                         del L
                     else:
                         w = got["w"]
-                        sol = torch.matmul(got["Kinv"], rhs)
+                        sol = got["A"]
+                        m = torch.matmul(Kx.transpose(1, 2), sol)
                 else:
                     K = make_K()
                     pre = None if precond is None else (lambda R: torch.cholesky_solve(R, precond))
@@ -194,26 +213,27 @@ class _Engine:
                                                  precond=pre)
                     self.cg_iterations.append(max(its, its2))
                     del K
-                if route_items:                                                         # sol = β (cb, n, T)
-                    m = torch.matmul(sol.transpose(1, 2), Kc)                           # (cb, T, M_u)
-                else:                                                                   # sol = (K+nλI)⁻¹ k(X, c)
-                    m = torch.matmul(Kx.transpose(1, 2), sol)
+                if m is None:
+                    # sol = β (cb, n, T): Kᵀ route; else sol = (K + nλI)⁻¹ k(X, c) (cb, n, M_u)
+                    m = torch.matmul(sol.transpose(1, 2), Kc) if route_items else torch.matmul(Kx.transpose(1, 2), sol)
+                if Kcm is None:
+                    Kcm = Kc.mean(dim=1, keepdim=True)
                 if self.normalize:
                     tot = torch.matmul(w.transpose(1, 2), Kx).transpose(1, 2)           # Σβ(x): (cb, T, 1)
                     bad = tot.abs() < 1e-8
                     m /= torch.where(bad, torch.ones_like(tot), tot)
                     if bool(bad.any()):
                         self.fallbacks += int(bad[torch.as_tensor(solve, device=self.device)].sum())
-                        m = torch.where(bad, Kc.mean(dim=1, keepdim=True), m)
+                        m = torch.where(bad, Kcm, m)
                 keep = np.flatnonzero(~solve)
                 if len(keep):
                     k_t = torch.as_tensor(keep, device=self.device)
-                    m[k_t] = Kc[k_t].mean(dim=1, keepdim=True)
+                    m[k_t] = Kcm[k_t]
                 del Kx, sol, w
             else:                                   # β_i = 1/n for every row
                 if got is None and bank is not None and self.value_function != "observational":
                     bank.put(keys, {"Kc": Kc})
-                m = Kc.mean(dim=1, keepdim=True).expand(-1, T, -1).clone()
+                m = (Kcm if Kcm is not None else Kc.mean(dim=1, keepdim=True)).expand(-1, T, -1).clone()
             self.solve_seconds += time.perf_counter() - t0
             if full.any() and self.normalize:
                 # Ω: no feature left to integrate, Σ β̃ = 1 (the literal estimator keeps Σβ(x))
@@ -249,24 +269,38 @@ def _unique_rows(*arrays: np.ndarray) -> tuple[np.ndarray, list]:
     return uniq, out
 
 
-def _pair_values(GL, GR, a, b, W, mem) -> torch.Tensor:
-    """ν[c, p] = Σ_m W[(p,) m] (GL[c,a_p,m] GR[c,b_p,m] − GR[c,a_p,m] GL[c,b_p,m]).
+class _PairIndex:
+    """Flat indices into Γ (cb, T, M_u) of the four factors of :func:`_pair_values_flat` for blocks of duels
+    (``a``, ``b``: (P,) item indices of each duel; ``maps``: the centre sets' columns among the distinct
+    centres), so that each factor is one gather from Γ instead of a gather per centre set and then per duel."""
 
-    GL, GR : (cb, T, M) Γ at the left / right centres; a, b : (P,) item indices of each duel;
-    W : (M,) or (P, M) weights. Duels are processed in blocks bounded by ``mem`` bytes.
-    """
-    cb, _, M = GL.shape
-    P = a.shape[0]
-    out = torch.empty((cb, P), dtype=GL.dtype, device=GL.device)
-    step = max(1, int(mem // (5 * cb * M * GL.element_size())))
-    for s in range(0, P, step):
-        ia, ib = a[s:s + step], b[s:s + step]
-        t = GL[:, ia] * GR[:, ib]
-        t -= GR[:, ia] * GL[:, ib]                                                    # (cb, p, M)
+    def __init__(self, maps, a: torch.Tensor, b: torch.Tensor, width: int, step: int):
+        L, R = maps
+        self.M = L.shape[0]
+        self.blocks = []
+        for s in range(0, a.shape[0], step):
+            ia, ib = (a[s:s + step] * width).unsqueeze(1), (b[s:s + step] * width).unsqueeze(1)
+            self.blocks.append((s, ia.shape[0], (ia + L).reshape(-1), (ib + R).reshape(-1),
+                                (ia + R).reshape(-1), (ib + L).reshape(-1)))
+
+
+def _pair_values_flat(G: torch.Tensor, index: _PairIndex, W: torch.Tensor) -> torch.Tensor:
+    """ν[c, p] = Σ_m W[(p,) m] (Γ[c,a_p,L_m] Γ[c,b_p,R_m] − Γ[c,a_p,R_m] Γ[c,b_p,L_m]): (cb, P).
+
+    Γ (cb, T, M_u) at the distinct centres (the item kernel's constant applied, :meth:`_Space.constant_term`);
+    W : (M,) or (P, M) weights. Duels in the blocks of ``index``.
+
+    Γ is laid out once as (T·M_u, cb), coalitions last, so that every factor is a gather of whole rows
+    (contiguous copies; a gather along the last axis of (cb, T·M_u) is ~5x slower)."""
+    cb = G.shape[0]
+    rows = G.permute(1, 2, 0).reshape(-1, cb)                                          # (T·M_u, cb)
+    out = torch.empty((sum(blk[1] for blk in index.blocks), cb), dtype=G.dtype, device=G.device)
+    for s, p, aL, bR, aR, bL in index.blocks:
+        t = torch.index_select(rows, 0, aL).mul_(torch.index_select(rows, 0, bR))
+        t.sub_(torch.index_select(rows, 0, aR).mul_(torch.index_select(rows, 0, bL)))
+        t = t.view(p, index.M, cb)                                                      # (p, M, cb)
         if W.ndim == 1:
-            out[:, s:s + step] = torch.matmul(t, W)
+            out[s:s + p] = torch.matmul(W, t)
         else:
-            out[:, s:s + step] = (t * W[s:s + step].unsqueeze(0)).sum(dim=2)
-    return out
-
-
+            out[s:s + p] = (t * W[s:s + p].unsqueeze(2)).sum(dim=1)
+    return out.T

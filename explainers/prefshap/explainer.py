@@ -21,7 +21,7 @@ from explainers._result import Explanation
 from explainers.prefshap.baselines import _Baselines
 from explainers.prefshap.batch import _DuelBatch
 from explainers.prefshap.contexts import _ContextTasks
-from explainers.prefshap.engine import _Engine, _masked_kernel, _pair_values, _Space, _unique_rows
+from explainers.prefshap.engine import _Engine, _masked_kernel, _pair_values_flat, _PairIndex, _Space, _unique_rows
 from explainers.prefshap.model import _check_matrix, _orientation, _outcome_sign, _parts
 from learners.exceptions import InvalidInputError, check_param
 
@@ -289,9 +289,12 @@ class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines):
                 f = torch.matmul(G, w)                                   # (cb, T)
                 out[sl] = (f[:, a_t] - f[:, b_t]).cpu().numpy()
             return out
+        index = None
         for sl, G in eng.gammas(space, masks_full):
-            GL, GR = space.split(G, self._p.constant)
-            out[sl] = _pair_values(GL, GR, a_t, b_t, W, eng.mem / 4).cpu().numpy()
+            if index is None:        # duels in blocks of ≤ mem/4 bytes for their five (p, M, cb) factors
+                step = max(1, int(eng.mem / 4 // (5 * G.shape[0] * space.maps[0].shape[0] * G.element_size())))
+                index = _PairIndex(space.maps, a_t, b_t, G.shape[2], step)
+            out[sl] = _pair_values_flat(space.constant_term(G, self._p.constant), index, W).cpu().numpy()
         return out
 
     def coalition_values(self, coalitions, XL, XR, U=None) -> np.ndarray:

@@ -71,30 +71,19 @@ class _GamesMixin:
             step = max(1, self.max_rows // m)
             blocks = [(b, b + 1, c, min(mid.size, c + step)) for b in range(B) for c in range(0, mid.size, step)]
         buf = None
+        # a model that is a form of pairs of features scores the hybrids without building them; its scores
+        # differ from the rows' by rounding, within the tie tolerance (so not with tie_rtol = 0)
+        hyb = getattr(self.score_fn, "hybrid", None) if tol > 0 else None
         runs: dict[tuple[int, int], list] = {}
         for b0, b1, c0, c1 in blocks:
             if (c0, c1) not in runs:
                 M = self._feature_bits(mid[c0:c1])                       # (C, d)
-                runs[(c0, c1)] = [(M[:, j], _runs(M[:, j])) for j in range(d)]
+                runs[(c0, c1)] = M if hyb is not None else [(M[:, j], _runs(M[:, j])) for j in range(d)]
             R = ref_rows[None] if shared else ref_rows[b0:b1]            # (B', m, d)
-            # feature-major buffer: every column is written once, in long contiguous runs; the scoring
-            # callable gets its (N, d) transpose (a Fortran-ordered view, no copy)
-            size = d * (b1 - b0) * (c1 - c0) * m
-            if buf is None or buf.size < size:
-                buf = np.empty(size)             # reused by every chunk of this call
-            H = buf[:size].reshape(d, b1 - b0, c1 - c0, m)
-            for j in range(d):                   # Gray-code order: few runs of "from u" / "from v"
-                Hj, Rj, vj = H[j], R[:, None, :, j], v[b0:b1, j, None, None]
-                col, col_runs = runs[(c0, c1)][j]
-                if len(col_runs) > 16:           # sampled coalitions: one vectorised selection instead
-                    np.copyto(Hj, np.where(col[None, :, None], Rj, vj))
-                    continue
-                for a, z, on in col_runs:
-                    Hj[:, a:z, :] = Rj if on else vj
-            HT = H.reshape(d, -1).T
-            step = self.score_rows
-            s = (_call_scores(self.score_fn, HT) if HT.shape[0] <= step else
-                 np.concatenate([_call_scores(self.score_fn, HT[a:a + step]) for a in range(0, HT.shape[0], step)]))
+            if hyb is not None:
+                s = hyb(v[b0:b1], R, runs[(c0, c1)])
+            else:
+                s, buf = self._hybrid_scores(v[b0:b1], R, runs[(c0, c1)], d, b1 - b0, c1 - c0, m, buf)
             s = s.reshape(b1 - b0, c1 - c0, m)
             rank_counts = qoi == "rank" and self.ties != "average" and not per_row
             if per_row:
@@ -121,3 +110,26 @@ class _GamesMixin:
             mean = tot * inv_k[b0:b1, None]
             Q[b0:b1, pos[c0:c1]] = (self.n + 1.0) - mean if rank_counts else mean
         return Q
+
+    def _hybrid_scores(self, v, R, col_runs, d, nb, nc, m, buf):
+        """Build the hybrid rows of items ``v`` (nb, d), reference rows ``R`` (B', m, d) and ``nc``
+        coalitions (their per-feature runs) and score them: ``(scores (nb·nc·m,), buffer)``."""
+        # feature-major buffer: every column is written once, in long contiguous runs; the scoring
+        # callable gets its (N, d) transpose (a Fortran-ordered view, no copy)
+        size = d * nb * nc * m
+        if buf is None or buf.size < size:
+            buf = np.empty(size)                 # reused by every chunk of this call
+        H = buf[:size].reshape(d, nb, nc, m)
+        for j in range(d):                       # Gray-code order: few runs of "from u" / "from v"
+            Hj, Rj, vj = H[j], R[:, None, :, j], v[:, j, None, None]
+            col, runs_j = col_runs[j]
+            if len(runs_j) > 16:                 # sampled coalitions: one vectorised selection instead
+                np.copyto(Hj, np.where(col[None, :, None], Rj, vj))
+                continue
+            for a, z, on in runs_j:
+                Hj[:, a:z, :] = Rj if on else vj
+        HT = H.reshape(d, -1).T
+        step = self.score_rows
+        s = (_call_scores(self.score_fn, HT) if HT.shape[0] <= step else
+             np.concatenate([_call_scores(self.score_fn, HT[a:a + step]) for a in range(0, HT.shape[0], step)]))
+        return s, buf

@@ -51,6 +51,44 @@ def by_label(samples: dict, name: str, label: str) -> dict[str, float]:
     return dict(out)
 
 
+def by_labels(samples: dict, name: str, labels: tuple[str, ...]) -> dict[tuple, float]:
+    """Sum of the samples of metric ``name`` per tuple of the values of ``labels``.
+
+    Examples
+    --------
+    >>> s = {("n", (("a", "x"), ("b", "1"))): 2.0, ("n", (("a", "x"), ("b", "2"))): 3.0, ("n", (("a", "y"), ("b", "1"))): 1.0}
+    >>> by_labels(s, "n", ("a", "b"))[("x", "2")], by_labels(s, "n", ("a",))
+    (3.0, {('x',): 5.0, ('y',): 1.0})
+    """
+    out: dict[tuple, float] = defaultdict(float)
+    for (n, lab), v in samples.items():
+        if n == name:
+            d = dict(lab)
+            out[tuple(d.get(k, "") for k in labels)] += v
+    return dict(out)
+
+
+def histogram_quantile(samples: dict, name: str, q: float, label: str) -> dict[str, float]:
+    """Per value of ``label``, the upper bound of the bucket of histogram ``name`` that holds quantile ``q``
+    (an upper bound of the quantile; ``inf`` past the last finite bucket, nothing without observations).
+
+    Examples
+    --------
+    >>> s = {("h_bucket", (("le", "1.0"), ("m", "a"))): 90.0, ("h_bucket", (("le", "5.0"), ("m", "a"))): 99.0,
+    ...      ("h_bucket", (("le", "+Inf"), ("m", "a"))): 100.0}
+    >>> histogram_quantile(s, "h", 0.99, "m"), histogram_quantile(s, "h", 0.5, "m")
+    ({'a': 5.0}, {'a': 1.0})
+    """
+    buckets = by_labels(samples, f"{name}_bucket", (label, "le"))
+    out = {}
+    for key in sorted({k[0] for k in buckets}):
+        cum = sorted((float(le), c) for (k, le), c in buckets.items() if k == key)
+        total = cum[-1][1] if cum else 0.0
+        if total > 0:
+            out[key] = next(le for le, c in cum if c >= q * total)
+    return out
+
+
 def measured(accuracy: float | None, roc_auc: float | None, log_loss: float | None) -> dict[str, float | None]:
     """The progressive metrics read from the gauges, with None for "not measured".
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from stream import clickeval
-from stream.demo.scrape import measured
+from stream.demo.scrape import by_labels, histogram_quantile, measured
 
 __all__ = ["format_summary", "summarise", "top_features"]
 
@@ -41,6 +41,10 @@ def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, 
             "top_features": tops,
         }
     skipped = not_explained(scraper)
+    ex_samples = scraper.latest.get("explainer", {})
+    eligible = by_labels(ex_samples, "prefstream_explain_eligible_total", ("model", "method"))
+    explained = by_labels(ex_samples, "prefstream_explained_events_total", ("model", "method"))
+    shed = by_labels(ex_samples, "prefstream_explanations_shed_total", ("method", "reason"))
     dl_reasons: dict[str, int] = defaultdict(int)
     for d in dead:
         dl_reasons[str(d.get("reason", "?"))] += 1
@@ -72,6 +76,12 @@ def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, 
         "explanation_methods": len(by_method),
         "explanations": expl,
         "explanations_skipped": {k: int(v) for k, v in skipped.items()},
+        # per model/method: events it could explain (sampled or not) and sampled events explained (the
+        # explainer's counters), the shed per method and reason, and the p99 lag (bucket upper bound)
+        "explain_by_method": {f"{m}/{k}": {"eligible": int(n), "explained": int(explained.get((m, k), 0))}
+                              for (m, k), n in sorted(eligible.items())},
+        "explanations_shed": {f"{k}/{r}": int(v) for (k, r), v in sorted(shed.items()) if v},
+        "explanation_lag_p99_s": histogram_quantile(ex_samples, "prefstream_explanation_lag_seconds", 0.99, "method"),
         "p50_explain_ms": (_median([r.get("compute_time_s") for r in records]) or 0.0) * 1e3,
         "worker_exit_codes": codes,
         "progress": [{k: p[k] for k in ("events", "model", "accuracy", "roc_auc", "t")} for p in scraper.progress],
@@ -109,16 +119,15 @@ def _f(v, fmt=".3f") -> str:
 
 
 def not_explained(scraper) -> dict[str, float]:
-    """Events and requests not explained, by reason: the explainer's skips, and its sheds (sampled events a
-    method did not explain) with each ``error`` split by exception class (``"error (ValueError)"``)."""
+    """Events and requests not explained, by reason: the explainer's skips (a shed — a sampled event a
+    method did not explain — is counted there too, stream.workers.explainer_loop), with the ``error``
+    sheds split by exception class (``"error (ValueError)"``)."""
     out = defaultdict(float, scraper.explainer("prefstream_explanations_skipped_total", "reason"))
-    for reason, n in scraper.explainer("prefstream_explanations_shed_total", "reason").items():
-        if reason != "error":
-            out[reason] += n
     for cls, n in scraper.explainer("prefstream_explanations_shed_total", "error").items():
         if cls:  # the exception class of an ``error`` shed ("" for every other reason)
             out[f"error ({cls})"] += n
-    return {k: v for k, v in out.items() if v}
+            out["error"] -= n
+    return {k: v for k, v in out.items() if v > 0}
 
 
 def _skipped(skipped: dict) -> str:
