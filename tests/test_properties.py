@@ -118,7 +118,9 @@ def test_contract_returns_a_bounded_example_or_one_dead_letter_reason(raw):
 
 # ------------------------------------------------------------------------ learners
 def _settings(**kw):
-    return Settings.load(None, {"models": registry.models(), "feature_names": NAMES, "context_names": CONTEXT,
+    from stream.models import BUILTIN_EXPLAINERS  # not the throw-away models other tests register
+
+    return Settings.load(None, {"models": sorted(BUILTIN_EXPLAINERS), "feature_names": NAMES, "context_names": CONTEXT,
                                 "snapshot_every_events": 10**6, "snapshot_every_seconds": 3600, **kw}, environ={})
 
 
