@@ -29,8 +29,10 @@ The last line is exactly::
 from the start of the replay (less the warm-up wait) to the last example learned;
 ``replay_events_per_s`` is the replay's own rate (events sent and acknowledged per second, the
 warm-up wait excluded); ``p50_explain_ms`` is the median explainer call time over all records;
-``run_file_events_per_s`` is ``prefstream run``'s events per second (wall time of the command,
-start-up included) and ``run_over_learn`` its ratio to the worker's learning rate;
+``run_file_events_per_s`` is ``prefstream run``'s learning rate (its ``learn_seconds``: first record
+to last learned, the sampled events explained in the same process included) and ``run_over_learn``
+its ratio to the worker's learning rate (the wall rate of the command, start-up and the wait for
+the refit in flight included, is printed above the last line);
 ``learn_events_per_learner_cpu_s`` divides the examples replayed after the warm-up by the CPU
 seconds of the learner process (not its refit process) from the end of the warm-up to the last
 example learned: what one idle core would give, whatever the load.
@@ -83,8 +85,12 @@ def in_process_rate(ds, models, params, n: int) -> float:
     return len(events) / (time.perf_counter() - t0)
 
 
-def time_file_mode(ds, models, params, args) -> float:
-    """Events/s of ``prefstream run`` on the first ``args.run_events`` events (same settings, no Kafka)."""
+def time_file_mode(ds, models, params, args) -> tuple[float, float]:
+    """``prefstream run`` on the first ``args.run_events`` events (same settings, no Kafka):
+    ``(learning rate, wall rate)`` in events per second. The learning rate is the run's own
+    ``learn_seconds`` (first record to last learned, the sampled events explained inline included),
+    the span the worker's learning rate is measured over; the wall rate adds the command's start
+    and its wait for the refit in flight at the end (a background GPM fit)."""
     import subprocess
     import tempfile
 
@@ -106,8 +112,9 @@ def time_file_mode(ds, models, params, args) -> float:
     wall = time.perf_counter() - t
     if out.returncode != 0:
         print(f"prefstream run failed: {out.stderr[-2000:]}", file=sys.stderr)
-        return float("nan")
-    return args.run_events / wall
+        return float("nan"), float("nan")
+    learn_s = float(json.loads(out.stdout)["learn_seconds"])
+    return args.run_events / max(learn_s, 1e-9), args.run_events / wall
 
 
 def main(argv=None) -> int:
@@ -152,9 +159,11 @@ def main(argv=None) -> int:
     print(f"replay: {s['events_sent']} events in {s['replay_s']} s = {replay_rate:.1f} events/s; learning "
           f"(replay start to last learned, warm-up wait excluded): {learn_rate:.1f} examples/s; load {os.getloadavg()}",
           flush=True)
-    run_rate = time_file_mode(ds, models, params, args) if args.run_events else float("nan")
-    print(f"prefstream run (file mode) on {args.run_events} of the same events: {run_rate:.1f} events/s, "
-          f"{run_rate / learn_rate:.3f} of the worker's learning rate; load {os.getloadavg()}", flush=True)
+    run_rate, run_wall = time_file_mode(ds, models, params, args) if args.run_events else (float("nan"),) * 2
+    print(f"prefstream run (file mode) on {args.run_events} of the same events: learning {run_rate:.1f} events/s "
+          f"(explaining its sample inline), {run_rate / learn_rate:.3f} of the worker's learning rate; "
+          f"{run_wall:.1f} events/s over the command's wall time (start-up and the wait for the last refit "
+          f"included); load {os.getloadavg()}", flush=True)
     auc_c = s["final"]["capacity"]["roc_auc"]
     auc_g = s["final"]["gpm"]["roc_auc"]
     paper = PAPER_GPM_AUC.get(args.dataset)

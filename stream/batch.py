@@ -197,6 +197,7 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     from stream.contract.batch import parse_batch
     from stream.settings import Settings
     from stream.workers.explainer import ExplainerCore
+    from stream.workers.learner import warm_up
     from stream.workers.learner_core import LearnerCore
 
     if kind not in ("preference", "click"):
@@ -216,6 +217,7 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     refits = _Refits(settings, inline_refits)
     try:
         learner = LearnerCore(settings, **refits.core_kwargs())
+        warm_up(learner)  # the models' heavy imports (torch) before the clock starts, as the worker does
     except BaseException:
         refits.__exit__(None, None, None)
         raise
