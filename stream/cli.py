@@ -231,7 +231,7 @@ def serve_cmd(
     set_: Optional[List[str]] = SetOpt,
 ):
     """Serve rank / compare / explain over HTTP with the live models (until SIGTERM; docs/serve.md)."""
-    from stream.serving.run import run_server
+    from stream.serving.run import require_free_port, run_server
 
     o: dict[str, Any] = {"bootstrap_servers": bootstrap, "serve_host": host, "serve_port": port,
                          "serve_workers": workers, "log_level": log_level,
@@ -243,6 +243,7 @@ def serve_cmd(
 
         for m in (s.serve_models if s.serve_models is not None else s.models):
             registry.get_model(m)
+        require_free_port(s.serve_host, s.serve_port)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

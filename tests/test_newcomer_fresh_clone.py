@@ -103,6 +103,21 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(topics_env, role):
     assert "Pick another port with --metrics-port" in lines[0]
 
 
+def test_a_serve_port_in_use_is_one_line_and_exit_2(topics_env):
+    """Before: uvicorn's own "[Errno 98]" line and exit 3, after the broker check and the app's start."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _run_cli(["serve", "--port", str(port)], topics_env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert lines == [f"error: Cannot listen on 127.0.0.1:{port}: the address is in use (another prefstream serve or "
+                     "program); pick another port with --port or PREFSTREAM_SERVE_PORT."], lines
+
+
 def test_serve_says_whether_a_missing_model_is_loading_unpublished_or_not_served():
     import asyncio
     import types

@@ -7,6 +7,40 @@ import logging
 __all__ = ["run_server"]
 
 
+def require_free_port(host: str, port: int) -> None:
+    """Raise :class:`~learners.exceptions.InvalidParameterError` (one line) when ``host:port`` cannot be
+    bound — checked before the broker and the app, instead of uvicorn's own error line at startup.
+
+    Examples
+    --------
+    >>> import socket
+    >>> with socket.socket() as s:
+    ...     s.bind(("127.0.0.1", 0)); s.listen(); taken = s.getsockname()[1]
+    ...     try:
+    ...         require_free_port("127.0.0.1", taken)
+    ...     except Exception as exc:
+    ...         print(str(exc).split(";")[0].replace(str(taken), "P"))
+    Cannot listen on 127.0.0.1:P: the address is in use (another prefstream serve or program)
+    """
+    import errno
+    import socket
+
+    from learners.exceptions import InvalidParameterError
+
+    if not port:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            why = ("the address is in use (another prefstream serve or program)" if exc.errno == errno.EADDRINUSE
+                   else exc.strerror or str(exc))
+            raise InvalidParameterError(f"Cannot listen on {host}:{port}: {why}; pick another port with --port "
+                                        "or PREFSTREAM_SERVE_PORT.") from None
+
+
 def run_server(settings, log_level: str | None = None) -> int:
     """Serve until SIGTERM/SIGINT on ``settings.serve_host:serve_port``; returns the exit code.
 
