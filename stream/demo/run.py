@@ -287,7 +287,8 @@ def _plan(dataset, data_dir, dataset_obj, models, gpm_params, model_params, max_
     n_click = len(records) - n_pref
     examples = n_pref + sum(session_pairs(r) for k, r in records if k == "click")
     if explain_sample_rate is None:
-        explain_sample_rate = default_sample_rate(n_pref if n_pref else n_click)
+        late = [r["session_id"] for k, r in records[len(records) // 5:] if k == "click"]  # after the warm-up
+        explain_sample_rate = default_sample_rate(n_pref if n_pref else n_click, late_sessions=late)
     return _Plan(ds, list(models), params, records, n_pref, n_click, examples, explain_sample_rate, has_context)
 
 
