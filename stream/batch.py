@@ -23,6 +23,7 @@ as in the stream — in calls of at most :data:`EXPLAIN_BATCH_MAX` events per me
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import statistics
@@ -213,6 +214,9 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     if out.is_dir():
         raise InvalidParameterError(f"Output {str(out)!r} is a directory; pass a file path such as {str(out / 'explanations.jsonl')!r}.")
     settings = settings or Settings.load()
+    # a file snapshots by its event count alone: the worker's once-a-second floor on count-triggered
+    # snapshots (snapshot_min_seconds, broker load) would make what file mode explains depend on its speed
+    settings = dataclasses.replace(settings, snapshot_min_seconds=0.0)
     register_all()  # the built-in models and explainers (stream.models)
     refits = _Refits(settings, inline_refits)
     try:

@@ -120,7 +120,8 @@ class Settings:
     snapshot_every_seconds: float = _f(30.0, "...or after this many seconds with new events.", "float", lo=0,
                                        lo_open=True)
     snapshot_min_seconds: float = _f(1.0, "...but an event-count snapshot of a partition at most once per this many "
-                                     "seconds (catch-up: fewer, larger rounds; 0 = every snapshot_every_events).",
+                                     "seconds (catch-up: fewer, larger rounds; 0 = every snapshot_every_events; "
+                                     "`prefstream run` always snapshots by count).",
                                      "float", lo=0)
     # ------------------------------------------------------------------ micro-batches
     batch_max_events: int = _f(500, "Learner micro-batch: learn at most this many messages at once.", "int", lo=1)
