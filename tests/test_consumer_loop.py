@@ -133,6 +133,14 @@ class RebalancingConsumer:
         return all(self.positions[tp] >= len(log) for tp, log in self.logs.items())
 
 
+def log_digest(log) -> int:
+    """The learned-state digest of every event of an in-memory partition log learned once."""
+    want = 0
+    for _off, raw in log:
+        want = digest_add(want, event_hash(json.loads(raw)["event_id"]))
+    return want
+
+
 def make_loop(monkeypatch, rebalance_on, partitions=2):
     s = Settings.load(None, {"snapshot_every_events": 25, "snapshot_every_seconds": 3600, "snapshot_min_seconds": 0,
                              "batch_max_events": 40, "batch_max_ms": 20, "max_output_bytes": 1_000_000},
@@ -186,9 +194,7 @@ def test_a_rebalance_inside_getmany_loses_nothing_and_never_mixes_generations(mo
         assert len(epochs) == 1, f"a batch mixed records of assignments {sorted(epochs)}"
     for tp, log in logs.items():
         st = loop.core.sources[f"{tp.topic}:{tp.partition}"]
-        want = 0
-        for _off, raw in log:
-            want = digest_add(want, event_hash(json.loads(raw)["event_id"]))
+        want = log_digest(log)
         for name, slot in st.slots.items():
             assert (name, slot.next_offset, slot.count) == (name, N_PER_PARTITION, N_PER_PARTITION)
             assert slot.digest == want

@@ -11,10 +11,8 @@ refuses commits like aiokafka does for an expelled member (``CommitFailedError``
 from __future__ import annotations
 
 import asyncio
-import json
 
-from stream.workers._snapshot import digest_add, event_hash
-from tests.test_consumer_loop import N_PER_PARTITION, make_loop
+from tests.test_consumer_loop import N_PER_PARTITION, log_digest, make_loop
 
 
 class Refusing:
@@ -63,9 +61,7 @@ async def rejoin(loop, consumer) -> None:
 def learned_exactly_once(loop, logs) -> None:
     for tp, log in logs.items():
         st = loop.core.sources[f"{tp.topic}:{tp.partition}"]
-        want = 0
-        for _off, raw in log:
-            want = digest_add(want, event_hash(json.loads(raw)["event_id"]))
+        want = log_digest(log)
         for name, slot in st.slots.items():
             assert (name, slot.next_offset, slot.count, slot.digest) == (name, N_PER_PARTITION, N_PER_PARTITION, want)
 

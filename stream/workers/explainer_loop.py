@@ -28,6 +28,7 @@ from learners.exceptions import NotFittedError
 from stream.workers.explain_queues import BatchCap, FractionWindow, MethodQueues, OffsetTracker, WorkItem
 from stream.workers.explainer import ExplainerCore, ExplainJob
 from stream.workers.loop import ConsumerLoop
+from stream.workers.throttled_log import ThrottledCount
 
 __all__ = ["ExplainerLoop", "run_explainer"]
 
@@ -72,7 +73,9 @@ class ExplainerLoop(ConsumerLoop):
         self.executor = executor
         self.queues = MethodQueues(s.explain_max_queue, s.explain_max_lag_s)
         self.requests: deque = deque()  # (job, tp, offset, generation, arrived, value, key)
-        self._no_model_skips, self._no_model_logged = 0, float("-inf")  # sampled before any snapshot
+        self._no_model_said = ThrottledCount(  # sampled before any snapshot: one line per 10 s, not per event
+            log, logging.WARNING, "%d sampled events not explained: no model snapshot is loaded yet (a learner "
+            "worker publishes its first after snapshot_every_events events or snapshot_every_seconds)")
         self.tracker = OffsetTracker()
         self.caps: dict = {}
         self.windows: dict = {}
@@ -195,13 +198,7 @@ class ExplainerLoop(ConsumerLoop):
             return 0
         if not methods:  # sampled before any snapshot of a model exists
             core.metrics.explanations_skipped.labels(reason="no_model").inc()
-            self._no_model_skips += 1
-            now = time.monotonic()
-            if now - self._no_model_logged >= 10.0:  # one line per 10 s, not one per event
-                log.warning("%d sampled events not explained: no model snapshot is loaded yet (a learner worker "
-                            "publishes its first after snapshot_every_events events or snapshot_every_seconds)",
-                            self._no_model_skips)
-                self._no_model_skips, self._no_model_logged = 0, now
+            self._no_model_said.add()
             return 0
         for name, method, _fn in methods:
             key = (name, method)

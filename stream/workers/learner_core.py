@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from typing import Any, Sequence
 
@@ -59,6 +58,7 @@ from stream.workers.gauges import push_learner_gauges
 from stream.workers.progressive import new_progressive, update_progressive
 from stream.workers.refits import RefitScheduling
 from stream.workers.sources import ModelSlot, SourceState
+from stream.workers.throttled_log import ThrottledCount
 
 __all__ = ["DEFAULT_DEDUPE_WINDOW", "LearnerCore", "ModelSlot", "SourceState", "observe_n"]
 
@@ -141,7 +141,9 @@ class LearnerCore(RefitScheduling):
         self._learned_below: dict[str, int] = {}
         #: per model, examples learned / dead-lettered / dropped as duplicates (prefstream run's summary)
         self.tally = {m: {"learned": 0, "dead_letters": 0, "duplicates": 0} for m in self.models}
-        self._dup_logged_at, self._dup_unlogged = -math.inf, 0
+        #: one INFO line per batch with duplicates, at most one per DUPLICATE_LOG_SECONDS
+        self._duplicates_said = ThrottledCount(log, logging.INFO, "%d duplicate events skipped (already learned)",
+                                               DUPLICATE_LOG_SECONDS)
         self._m_latency = {m: self.metrics.learn_latency.labels(model=m) for m in self.models}
         for m in self.models:  # counters alerts read with increase(): a series from 0, not from the first event
             self.metrics.refit_failures.labels(model=m)
@@ -292,7 +294,7 @@ class LearnerCore(RefitScheduling):
         dup = max((self.tally[name]["duplicates"] - n for name, n in dup_before.items()), default=0)
         if dup:
             self.metrics.duplicate_events.labels(topic=st.topic).inc(dup)
-            self._log_duplicates(dup)
+            self._duplicates_said.add(dup)
         for j, (reason, detail) in sorted(errors.items()):
             if todo[j][0] >= fresh_from:
                 out.append(self._dead_letter(todo[j][1], reason, detail, st, todo[j][0]))
@@ -306,15 +308,6 @@ class LearnerCore(RefitScheduling):
             st.next_offset = last + 1
             st.since_snapshot += n_fresh
         return out
-
-    def _log_duplicates(self, n: int) -> None:
-        """One INFO line per batch with duplicates, at most one per :data:`DUPLICATE_LOG_SECONDS`
-        (the events skipped in between are added to the next line)."""
-        self._dup_unlogged += n
-        now = time.monotonic()
-        if now - self._dup_logged_at >= DUPLICATE_LOG_SECONDS:
-            log.info("%d duplicate events skipped (already learned)", self._dup_unlogged)
-            self._dup_logged_at, self._dup_unlogged = now, 0
 
     def _learn_batch(self, st, name, slot, todo, examples, owner, hashes, errors, arrays=None) -> None:
         """One model's share of :meth:`process_batch`."""
