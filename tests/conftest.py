@@ -199,3 +199,22 @@ def builtin_models():
     from stream.models import register_all
 
     register_all()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _registry_restored_after_each_module():
+    """Models and explainers a test module registers (throw-away ones: a crashing model, a failing
+    explainer) are gone after it: the registry is global, and tests that iterate it must not see
+    another module's leftovers (order-dependent failures before)."""
+    from stream import registry
+    from stream.models import register_all
+
+    register_all()  # the built-ins stay: register_all registers only once per process
+    models = dict(registry._MODELS)  # noqa: SLF001 - the test suite's own bookkeeping
+    explainers = {m: dict(fns) for m, fns in registry._EXPLAINERS.items()}  # noqa: SLF001
+    yield
+    with registry._LOCK:  # noqa: SLF001
+        registry._MODELS.clear()
+        registry._MODELS.update(models)
+        registry._EXPLAINERS.clear()
+        registry._EXPLAINERS.update(explainers)
