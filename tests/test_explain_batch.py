@@ -17,15 +17,16 @@ from stream.adapters import load_dataset
 from stream.contract import ItemCatalog, PreferenceExample
 from stream.demo import default_model_params
 from stream.settings import Settings
+from tests.conftest import _missing_data_reason, data_root
 
 N_TRAIN, N_EVENTS = 400, 10
 
 
 def _data(name):
-    try:
-        ds = load_dataset(name)
-    except Exception as exc:  # noqa: BLE001 - the shared data folder is not in every checkout
-        pytest.skip(f"{name} data set not available: {exc}")
+    reason = _missing_data_reason()  # the shared data folder is not in every checkout (named skip)
+    if reason is not None:
+        pytest.skip(reason)
+    ds = load_dataset(name, data_dir=data_root())  # a data set that fails to load is a failure, not a skip
     names, cnames = list(ds.feature_names), list(ds.context_names or [])
 
     def ex(k):
