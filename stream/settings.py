@@ -107,6 +107,22 @@ class Settings:
     topic_explanations: str = _f("prefstream.explanations", "Explanation records out (key request id).", "str")
     topic_dead_letters: str = _f("prefstream.dead-letters", "Dead-letter records out.", "str")
     topic_drift: str = _f("prefstream.drift", "Drift records out (drift.v1.json, key model name; stream.monitoring.monitor).", "str")
+    # -------------------------------------------------- wire formats (stream.broker.serializers)
+    schema_registry_url: str | None = _f(None, "Confluent-compatible schema registry API, e.g. "
+                                         "http://127.0.0.1:8081/apis/ccompat/v7 (deploy/registry/start.sh prints it); "
+                                         "needed by every topic whose format is avro or jsonschema.", "opt_str")
+    format_preferences: str = _f("json", "Wire format of the preference events: json, or avro / jsonschema in the "
+                                 "Confluent wire format (schema id from the registry; docs/kafka.md).", "choice",
+                                 choices=("json", "avro", "jsonschema"))
+    format_clicks: str = _f("json", "Wire format of the click sessions (json, avro, jsonschema).", "choice",
+                            choices=("json", "avro", "jsonschema"))
+    format_items: str = _f("json", "Wire format of the item records (json, avro, jsonschema).", "choice",
+                           choices=("json", "avro", "jsonschema"))
+    format_explanations: str = _f("json", "Wire format the explainer writes explanation records in (json, or "
+                                  "jsonschema: explanation.v1.json registered, the Confluent header before the JSON).",
+                                  "choice", choices=("json", "jsonschema"))
+    format_dead_letters: str = _f("json", "Wire format the workers write dead letters in (json, avro, jsonschema).",
+                                  "choice", choices=("json", "avro", "jsonschema"))
     consumer_group: str = _f("prefstream-learner", "Consumer group id of the learner workers.", "str")
     # ----------------------------------------------------------------------- models
     models: list = _f(None, "Models the learner trains (model_name values).", "list", factory=lambda: ["linear-bt"])
@@ -233,6 +249,12 @@ class Settings:
             raise InvalidParameterError(
                 f"security_protocol={self.security_protocol} needs sasl_mechanism (PREFSTREAM_SASL_MECHANISM), "
                 "e.g. 'PLAIN' or 'SCRAM-SHA-512'.")
+        framed = [f"format_{w}" for w in ("preferences", "clicks", "items", "explanations", "dead_letters")
+                  if getattr(self, f"format_{w}") != "json"]
+        if framed and not self.schema_registry_url:
+            raise InvalidParameterError(
+                f"{framed[0]}={getattr(self, framed[0])} needs a schema registry: set schema_registry_url "
+                "(PREFSTREAM_SCHEMA_REGISTRY_URL), e.g. the URL deploy/registry/start.sh prints.")
         for name, params in self.model_params.items():
             if not isinstance(params, dict):
                 raise InvalidParameterError(

@@ -20,6 +20,11 @@ kafka_options : dict (session)
     options): ``KafkaProducer(**kafka_options)``.
 skip_or_fail(msg), require_module(name) : functions
     A missing tool or pinned package skips locally and FAILS under ``CI=true``.
+schema_registry_url : str (session)
+    The Confluent-compatible API of a schema registry that answers: ``$PREFSTREAM_SCHEMA_REGISTRY_URL``
+    or ``http://127.0.0.1:${PREFSTREAM_REGISTRY_PORT:-8081}/apis/ccompat/v7`` (deploy/registry/start.sh).
+    Locally the test SKIPS when none answers (naming ``make registry-start``); under ``CI=true`` it
+    FAILS (.ci/run starts the registry first). Tests using it are marked ``kafka`` and ``registry``.
 unique_topic : callable (function)
     ``unique_topic(prefix="t", partitions=1, config=None) -> str`` creates a fresh topic whose
     name no other test uses, waits until it has a leader, and deletes it after the test.
@@ -35,7 +40,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-_KAFKA_FIXTURES = {"kafka_bootstrap", "kafka_options", "unique_topic"}
+_KAFKA_FIXTURES = {"kafka_bootstrap", "kafka_options", "unique_topic", "schema_registry_url"}
 
 
 def _truthy(value: str | None) -> bool:
@@ -53,6 +58,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
+        if "schema_registry_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.registry)
 
 
 @pytest.fixture(scope="session")
@@ -145,6 +152,29 @@ def kafka_bootstrap() -> str:
     except BrokerError as exc:
         pytest.fail(f"could not start the local Kafka broker: {exc}", pytrace=False)
     yield bootstrap
+
+
+def registry_url() -> str:
+    """``$PREFSTREAM_SCHEMA_REGISTRY_URL`` or the local registry's URL (deploy/registry/env.sh)."""
+    return os.environ.get("PREFSTREAM_SCHEMA_REGISTRY_URL") or (
+        f"http://127.0.0.1:{os.environ.get('PREFSTREAM_REGISTRY_PORT', '8081')}/apis/ccompat/v7")
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url() -> str:
+    import urllib.request
+
+    url = registry_url()
+    try:
+        with urllib.request.urlopen(url + "/subjects", timeout=5) as resp:
+            resp.read()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no registry here"
+        msg = (f"no schema registry answers at {url} ({exc!r}); start one with `make registry-start` "
+               "(deploy/registry/start.sh) or set PREFSTREAM_SCHEMA_REGISTRY_URL")
+        if _truthy(os.environ.get("CI")):
+            pytest.fail(msg + " (CI=true: .ci/run starts it, so this must not skip)", pytrace=False)
+        pytest.skip(msg)
+    return url
 
 
 @pytest.fixture(scope="session")

@@ -94,7 +94,7 @@ def decode(raw: Any, max_bytes: int) -> Any:
             return orjson.loads(raw)
         except _ORJSON_ERROR:
             pass
-    return decode_json(raw, max_bytes)
+    return decode_json(raw, max_bytes)  # a Decoded value (Avro, JSON Schema framing) gives its document here
 
 
 def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, max_bytes: int,

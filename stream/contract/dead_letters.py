@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import time
 
+from stream.contract.decoding import raw_value
 from stream.contract.reasons import DEAD_LETTER_REASONS, REQUEST_REFUSALS, SCHEMA_VERSION
 
 __all__ = ["dead_letter_record"]
@@ -44,6 +45,7 @@ def dead_letter_record(raw: bytes | None, reason: str, detail: str, source_topic
 
     check_param("dead_letter_record", "reason", reason, reason in DEAD_LETTER_REASONS + REQUEST_REFUSALS,
                 f"one of {DEAD_LETTER_REASONS + REQUEST_REFUSALS}")
+    raw = raw_value(raw)  # a value decoded from a wire format keeps its bytes as they came
     if raw is None:
         payload, enc, size, trunc = None, "none", 0, False
     else:

@@ -23,6 +23,38 @@ MAX_ABS_VALUE = 1e15
 WEIGHT_RANGE = (1e-6, 1e6)
 
 
+class Decoded:
+    """A message value a wire format other than plain JSON has already decoded
+    (:mod:`stream.broker.serializers`): the contract's parsers take it in place of the bytes.
+
+    Attributes
+    ----------
+    raw : bytes or None
+        The message value as it came (what a dead letter keeps, to be re-driven as it was).
+    doc : Any
+        The decoded document (a dict of the same shape as the JSON of the contract), or None.
+    error : DeadLetter or None
+        Why the value could not be decoded (``not_wire_format``, ``unknown_schema``, ...);
+        raised where the contract would decode it.
+    """
+
+    __slots__ = ("doc", "error", "raw")
+
+    def __init__(self, raw, doc=None, error: DeadLetter | None = None) -> None:
+        self.raw, self.doc, self.error = raw, doc, error
+
+    def get(self) -> Any:
+        """The document, or raise :attr:`error`."""
+        if self.error is not None:
+            raise self.error
+        return self.doc
+
+
+def raw_value(value: Any) -> Any:
+    """The message value as it came: ``value.raw`` of a :class:`Decoded`, else ``value``."""
+    return value.raw if type(value) is Decoded else value
+
+
 class _NonFiniteToken(ValueError):
     pass
 
@@ -35,7 +67,10 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _decode(raw: Any, max_bytes: int) -> Any:
-    """Bytes → JSON value, with the oversize / malformed / NaN-token checks (steps 1–3)."""
+    """Bytes → JSON value, with the oversize / malformed / NaN-token checks (steps 1–3); a
+    :class:`Decoded` value gives its document (or raises its dead letter)."""
+    if type(raw) is Decoded:
+        return raw.get()
     if raw is None:
         raise DeadLetter("malformed_json", "The message value is null (a Kafka tombstone); expected a JSON object.")
     if isinstance(raw, str):

@@ -22,6 +22,8 @@ DEAD_LETTER_REASONS = (
     "oversize",
     "invalid_outcome",
     "schema_violation",
+    "unknown_schema",
+    "not_wire_format",
 )
 
 #: Why the explainer answers a *valid* explain request with a dead letter instead of records (the

@@ -172,17 +172,23 @@ class ProducerTopic:
     ----------
     producer : aiokafka.AIOKafkaProducer
     name : str
+    fmt : wire format, optional
+        A :mod:`stream.broker.serializers` format: the JSON values are framed in it (the Confluent
+        header of a JSON Schema or an Avro record) before they are sent; None = plain JSON.
     """
 
-    def __init__(self, producer, name: str) -> None:
+    def __init__(self, producer, name: str, fmt=None) -> None:
         self.producer = producer
         self.name = name
+        self.fmt = None if fmt is None or fmt.name == "json" else fmt
 
     def get_topic_name(self) -> str:
         return self.name
 
     async def send(self, key=None, value=None):
         """Hand the record to the producer; returns its delivery future."""
+        if self.fmt is not None and value is not None:
+            value = self.fmt.frame(value)
         return await self.producer.send(self.name, key=key, value=value)
 
 

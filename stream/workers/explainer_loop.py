@@ -123,8 +123,10 @@ class ExplainerLoop(ConsumerLoop):
         # model follower's callback), which on a loaded machine blocked the loop for 8.7 s and let the
         # group session (10 s) expire — a rebalance that dropped every queued explanation
         await asyncio.get_running_loop().run_in_executor(None, preload_explainers)
-        self.out = ProducerTopic(self.producer, s.topic_explanations)
-        self.dead = ProducerTopic(self.producer, s.topic_dead_letters)
+        from stream.broker.serializers import output_format
+
+        self.out = ProducerTopic(self.producer, s.topic_explanations, output_format(s, "explanations"))
+        self.dead = ProducerTopic(self.producer, s.topic_dead_letters, output_format(s, "dead_letters"))
         core.metrics.explain_fraction_requested.set(float(s.explain_sample_rate))
         self.models = TopicFollower(s, s.topic_models, lambda k, v, p, o: core.on_snapshot(k, v), "models",
                                     metrics=core.metrics)
@@ -276,7 +278,8 @@ class ExplainerLoop(ConsumerLoop):
                 for msgs in got.values():
                     for m in msgs:
                         try:
-                            self.remember_record(orjson.loads(m.value))
+                            self.remember_record(orjson.loads(self.out.fmt.unframe(m.value) if self.out.fmt
+                                                             else m.value))
                             n += 1
                         except Exception:  # noqa: BLE001 - not an explanation record: nothing to remember
                             pass

@@ -69,6 +69,7 @@ class TopicFollower(MicroBatchLoop):
 
         from stream.broker.clients import aiokafka_options, wait_for_partitions
 
+        self.read_formats([self.topic])
         while not self.stop.is_set():
             self.consumer = consumer = AIOKafkaConsumer(
                 enable_auto_commit=False, group_id=None, max_partition_fetch_bytes=16 * 1024 * 1024,
@@ -87,6 +88,8 @@ class TopicFollower(MicroBatchLoop):
                         if all([await consumer.position(tp) >= ends[tp] for tp in tps]):
                             self.caught_up.set()
                     batch = await self.collect()
+                    if batch:
+                        batch = await self.wire_decode(batch)
                     if batch:
                         self.handle(batch)
             except asyncio.CancelledError:

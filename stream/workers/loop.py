@@ -36,7 +36,15 @@ partitions are assigned or revoked (:meth:`~ConsumerLoop.assigned`,
    moved or the lag was last 0, while the lag is > 0 (0 when caught up); the series of partitions no longer owned are
    removed.
 
-Points 1 and 4 — the micro-batch and the corrupt-input path — live in :class:`MicroBatchLoop`, which
+8. **Wire formats** (:meth:`~MicroBatchLoop.wire_decode`): on a topic whose format is Avro or
+   JSON Schema (``format_*`` settings, :mod:`stream.broker.serializers`) each value of a batch
+   becomes a :class:`~stream.contract.decoding.Decoded` the contract's parsers take in place of
+   the bytes, after the schemas of the batch's ids not seen yet are fetched. While the schema
+   registry does not answer, the loop says so in one line, waits and tries the same batch again
+   (nothing is handled, nothing committed), and says when it answers again. Plain JSON topics
+   are not touched (the contract decodes their bytes on its orjson fast path).
+
+Points 1, 4 and 8 — the micro-batch and the corrupt-input path — live in :class:`MicroBatchLoop`, which
 the group-less followers of compacted topics (:class:`stream.workers.follower.TopicFollower`: the
 item catalog every worker needs, the model topic the explainer and ``prefstream serve`` read) share
 with :class:`ConsumerLoop`: each of them only supplies what it does with a batch.
@@ -81,6 +89,47 @@ class MicroBatchLoop:
         self.metrics = metrics
         self.consumer = None
         self.stop = asyncio.Event()
+        self.formats: dict = {}  # topic -> wire format (stream.broker.serializers) of the non-JSON topics read
+        self._registry_down_since: float | None = None
+
+    def read_formats(self, topics) -> None:
+        """Set :attr:`formats` for those of ``topics`` whose format is not plain JSON."""
+        from stream.broker.serializers import input_formats
+
+        self.formats = {t: f for t, f in input_formats(self.settings).items() if t in set(topics)}
+
+    async def wire_decode(self, batch: dict) -> dict | None:
+        """``batch`` with the values of the Avro / JSON Schema topics as :class:`Decoded` (module
+        docstring, point 8); None when :attr:`stop` was set while the registry did not answer."""
+        if not self.formats:
+            return batch
+        from stream.broker.serializers import RegistryUnavailable
+
+        for tp, recs in batch.items():
+            fmt = self.formats.get(tp.topic)
+            if fmt is None:
+                continue
+            while True:
+                try:
+                    await asyncio.to_thread(fmt.prepare, [r[1] for r in recs])
+                    break
+                except RegistryUnavailable as exc:
+                    if self._registry_down_since is None:
+                        self._registry_down_since = time.monotonic()
+                        print(f"[prefstream {getattr(self, 'role', 'worker')}] {exc}; waiting for it (records of "
+                              f"{tp.topic} are not handled until it answers)", file=sys.stderr, flush=True)
+                    try:
+                        await asyncio.wait_for(self.stop.wait(), 2.0)
+                        return None
+                    except asyncio.TimeoutError:
+                        pass
+            if self._registry_down_since is not None:
+                print(f"[prefstream {getattr(self, 'role', 'worker')}] the schema registry answers again after "
+                      f"{time.monotonic() - self._registry_down_since:.0f} s", file=sys.stderr, flush=True)
+                self._registry_down_since = None
+            wrap = fmt.wrap
+            batch[tp] = [(off, wrap(v), tok, arr, key) for off, v, tok, arr, key in recs]
+        return batch
 
     def on_input_error(self, tp, offset: int, reason: str, exc: BaseException) -> None:
         """A corrupt or undecodable record skipped: counted and logged."""
@@ -348,10 +397,18 @@ class ConsumerLoop(MicroBatchLoop):
             self.consumer.resume(*tps)
 
     def dead_letter_bytes(self, dl: dict, key) -> bytes:
-        """A dead-letter record cut until it fits the dead-letter topic (stream.outputs.publish)."""
+        """A dead-letter record cut until it fits the dead-letter topic (stream.outputs.publish), in
+        the ``format_dead_letters`` wire format."""
         from stream.outputs.publish import fit_dead_letter
 
-        return fit_dead_letter(dl, self.limits.value_limit(self.settings.topic_dead_letters, key))
+        value = fit_dead_letter(dl, self.limits.value_limit(self.settings.topic_dead_letters, key))
+        if self.settings.format_dead_letters == "json":
+            return value
+        if getattr(self, "_dead_letter_format", None) is None:
+            from stream.broker.serializers import output_format
+
+            self._dead_letter_format = output_format(self.settings, "dead_letters")
+        return self._dead_letter_format.frame(value)
 
     # ------------------------------------------------------------------ the batch loop
     async def fetch(self) -> tuple[int, dict]:
@@ -448,6 +505,7 @@ class ConsumerLoop(MicroBatchLoop):
             except (NotImplementedError, RuntimeError):
                 pass
         require_codecs()  # refuse to start (one line) rather than crash on the first compressed batch
+        self.read_formats(self.topics())
         self.limits = OutputLimits(s)
         opts = aiokafka_options(s)
         opts["client_id"] = f"{s.client_id}-{self.role}"
@@ -492,7 +550,9 @@ class ConsumerLoop(MicroBatchLoop):
             while not self.stop.is_set():
                 gen, batch = await self.fetch()
                 if batch:
-                    await self.handle(gen, batch)
+                    batch = await self.wire_decode(batch)
+                    if batch:
+                        await self.handle(gen, batch)
             if not self.paused and self.fatal is None:
                 await self.stopping()
         finally:

@@ -1,0 +1,44 @@
+# Sourced by deploy/registry/*.sh. Every path here is outside the git tree.
+# Override any of these through the environment.
+REGISTRY_VERSION="${PREFSTREAM_REGISTRY_VERSION:-3.3.3}"   # keep in sync with <registry.version> in pom.xml
+PREFSTREAM_CACHE="${PREFSTREAM_CACHE:-$HOME/.cache/prefstream}"
+REGISTRY_HOME="${PREFSTREAM_REGISTRY_HOME:-$PREFSTREAM_CACHE/registry/$REGISTRY_VERSION}"
+REGISTRY_APP="$REGISTRY_HOME/app"                             # the unpacked Quarkus app (quarkus-run.jar)
+REGISTRY_RUN="${PREFSTREAM_REGISTRY_RUN:-$REGISTRY_HOME/run}" # pid file, console log
+REGISTRY_PID_FILE="$REGISTRY_RUN/registry.pid"
+REGISTRY_LOG_FILE="$REGISTRY_RUN/registry.log"
+REGISTRY_HOST="127.0.0.1"
+REGISTRY_PORT="${PREFSTREAM_REGISTRY_PORT:-8081}"
+REGISTRY_URL="http://$REGISTRY_HOST:$REGISTRY_PORT/apis/ccompat/v7"   # the Confluent-compatible API
+REGISTRY_HEAP_OPTS="${REGISTRY_HEAP_OPTS:--Xms64m -Xmx384m}"
+REGISTRY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# A Java 21+ (Apicurio Registry 3.1+ needs it): PREFSTREAM_REGISTRY_JAVA, else the first of
+# JAVA_HOME, the JDKs under /usr/lib/jvm and /opt, and `java` on PATH whose major version is >= 21.
+registry_java() {
+  local cand v
+  if [ -n "${PREFSTREAM_REGISTRY_JAVA:-}" ]; then echo "$PREFSTREAM_REGISTRY_JAVA"; return 0; fi
+  for cand in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} /usr/lib/jvm/*/bin/java /opt/*/bin/java /opt/java/*/bin/java \
+              "$(command -v java 2>/dev/null || true)"; do
+    [ -x "$cand" ] || continue
+    v="$("$cand" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.specification\.version = //p' | head -n 1)"
+    case "$v" in ''|1.*) continue ;; esac
+    [ "${v%%.*}" -ge 21 ] 2>/dev/null && { echo "$cand"; return 0; }
+  done
+  return 1
+}
+
+# pid of the running registry started by start.sh, or nothing
+registry_running_pid() {
+  local pid
+  [ -f "$REGISTRY_PID_FILE" ] || return 1
+  pid="$(cat "$REGISTRY_PID_FILE" 2>/dev/null || true)"
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q 'quarkus-run\.jar' || return 1
+  echo "$pid"
+}
+
+# true when the Confluent-compatible API answers at $REGISTRY_URL
+registry_answers() {
+  curl -sf -m 2 "$REGISTRY_URL/subjects" >/dev/null 2>&1
+}
