@@ -248,6 +248,7 @@ def serve_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _require_broker(s)
+    _require_topics(s, [s.topic_models, s.topic_items])
     raise typer.Exit(run_server(s))
 
 
@@ -263,6 +264,9 @@ def replay_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     max_request_bytes: Optional[int] = typer.Option(None, "--max-request-bytes",
                                                     help="Largest producer request (setting max_request_bytes)."),
+    fmt: Optional[str] = typer.Option(None, "--format",
+                                      help="json, avro or jsonschema (the Confluent wire format, schema registered "
+                                           "in schema_registry_url); default: the kind's format_* setting."),
     set_: Optional[List[str]] = SetOpt,
 ):
     """Send FILE as contract records; print sent, skipped and failed counts, and one line per failure reason."""
@@ -273,15 +277,33 @@ def replay_cmd(
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
         raise typer.Exit(2)
+    fmt = fmt or {"preference": s.format_preferences, "click": s.format_clicks, "item": s.format_items}[kind]
+    if fmt not in ("json", "avro", "jsonschema"):
+        typer.echo(f"error: --format must be json, avro or jsonschema; got {fmt!r}.", err=True)
+        raise typer.Exit(2)
+    wire = None
+    if fmt != "json":
+        from stream.broker.serializers import registry_of, wire_format
+
+        if not s.schema_registry_url:
+            typer.echo(f"error: --format {fmt} needs a schema registry: set schema_registry_url "
+                       "(PREFSTREAM_SCHEMA_REGISTRY_URL), e.g. the URL `make registry-start` prints.", err=True)
+            raise typer.Exit(2)
+        wire = wire_format(fmt, dest, {"preference": "preference", "click": "click_session", "item": "item"}[kind],
+                           registry_of(s), s.max_message_bytes)
     if rate is not None and not (math.isfinite(rate) and rate > 0):
         typer.echo(f"error: --rate must be a positive number of events per second (omit it for as fast as "
                    f"possible); got {rate:g}.", err=True)
         raise typer.Exit(2)
     _require_broker(s)
+    _require_topics(s, [dest])
     opts = {**s.kafka_client_options(), **s.producer_options()}
     opts.pop("bootstrap_servers", None)
     try:
-        res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts)
+        if wire is not None:
+            wire.writer_id()  # registered before the first record (an incompatible schema: one line, nothing sent)
+        res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts,
+                     wire=wire)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -322,6 +344,7 @@ def tail_cmd(
 
     s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
     _require_broker(s)
+    _require_topics(s, [s.topic_explanations])
     try:
         for rec in follow(s, max_records=max_records, timeout=timeout, from_beginning=from_beginning):
             typer.echo(json.dumps(rec) if as_json else format_record(rec, top=top))

@@ -478,7 +478,7 @@ def _count_lines(path: Path) -> int | None:
 # ---------------------------------------------------------------------------- sending
 def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float | None = None,
            kind: str = "preference", progress: bool = True, client_options: dict | None = None,
-           max_report: int = 20) -> ReplayResult:
+           max_report: int = 20, wire=None) -> ReplayResult:
     """Send every valid record of ``path`` to ``topic`` and wait until the broker acknowledged them.
 
     Parameters
@@ -504,6 +504,10 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
         ``linger_ms=20``, ``batch_size=1 MiB``, no compression.
     max_report : int, default 20
         Skipped lines printed to stderr when ``progress`` is true.
+    wire : wire format, optional
+        A :mod:`stream.broker.serializers` format (:class:`~stream.broker.serializers.AvroFormat`,
+        :class:`~stream.broker.serializers.JSONSchemaFormat`): each record is written in it (its
+        schema registered under ``<topic>-value`` on first use); None = plain JSON.
 
     Returns
     -------
@@ -565,6 +569,8 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     t0 = time.perf_counter()
     try:
         for chunk in _iter_chunks(p, kind):
+            if wire is not None and wire.name != "json":
+                chunk.values = [wire.frame(v) for v in chunk.values]
             for line, why in chunk.skipped:
                 res.skipped += 1
                 if len(res.skipped_lines) < _MAX_REPORTED:

@@ -28,8 +28,33 @@ def _ssl_context(settings) -> ssl.SSLContext | None:
     return ssl_context(settings.security_protocol, settings.ssl_cafile)
 
 
+def no_auto_create_aiokafka() -> None:
+    """Make aiokafka's metadata requests ask the broker NOT to create the topics they name.
+
+    aiokafka (0.14) has no ``allow_auto_create_topics`` option: its ``MetadataRequest`` (v4+)
+    always sends ``allow_auto_topic_creation=True``, so a consumer subscribing to, or a producer
+    sending to, a misspelt topic has a broker with ``auto.create.topics.enable=true`` create it.
+    The request's default is set to False here, once per process (prefstream's clients never
+    create topics: ``prefstream topics create`` does; issue 30).
+    """
+    from aiokafka.protocol import metadata
+
+    cls = metadata.MetadataRequest
+    if getattr(cls, "_prefstream_no_auto_create", False):
+        return
+    init = cls.__init__
+
+    def __init__(self, topics=None, allow_auto_topic_creation=False):
+        init(self, topics, allow_auto_topic_creation)
+
+    cls.__init__ = __init__
+    cls._prefstream_no_auto_create = True
+
+
 def aiokafka_options(settings) -> dict[str, Any]:
-    """Connection keyword arguments for ``aiokafka.AIOKafkaConsumer``/``AIOKafkaProducer``."""
+    """Connection keyword arguments for ``aiokafka.AIOKafkaConsumer``/``AIOKafkaProducer`` (whose
+    metadata requests never auto-create a topic: :func:`no_auto_create_aiokafka`)."""
+    no_auto_create_aiokafka()
     opts: dict[str, Any] = {
         "bootstrap_servers": [s.strip() for s in settings.bootstrap_servers.split(",") if s.strip()],
         "security_protocol": settings.security_protocol,

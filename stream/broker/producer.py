@@ -199,7 +199,7 @@ class Sender:
         cfg = confluent_config(opts)
         # failures reach on_failure / last_error (and the caller's message): no librdkafka console log
         cfg.update({"delivery.report.only.error": on_delivered is None, "on_delivery": on_delivery,
-                    "error_cb": on_error, "log_level": 2})
+                    "error_cb": on_error, "log_level": 2, "allow.auto.create.topics": False})  # never create topics
         self._p = Producer(cfg)
         self.poll = self._p.poll
 

@@ -14,7 +14,8 @@ def read_topic(topic: str, opts: dict, timeout: float = 30.0) -> list[tuple[byte
     """Every record of ``topic`` from the beginning up to its current end offsets."""
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=1000, **opts)
+    c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=1000, allow_auto_create_topics=False,
+                      **opts)
     try:
         parts = c.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(parts)]

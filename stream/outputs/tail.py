@@ -44,7 +44,8 @@ def follow(settings, max_records: int | None = None, timeout: float | None = Non
     """
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(enable_auto_commit=False, group_id=None, **settings.kafka_client_options())
+    consumer = KafkaConsumer(enable_auto_commit=False, group_id=None, allow_auto_create_topics=False,
+                             **settings.kafka_client_options())
     try:
         deadline = time.monotonic() + 30
         parts = None

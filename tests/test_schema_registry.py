@@ -1,0 +1,191 @@
+"""Avro and JSON Schema through a real schema registry (stream/broker/serializers.py, issue 30 item 1).
+
+The oracle of every decoded event is the contract's own parse of the same event as plain JSON:
+a wire format must give the same :class:`PreferenceExample`. The registry is the real one
+(Apicurio Registry from deploy/registry/start.sh, Confluent API), the broker the real one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import struct
+import urllib.request
+import uuid
+
+import pytest
+
+from stream.broker.serializers import (AvroFormat, JSONSchemaFormat, RegistryUnavailable, SchemaRegistry, avro_schema,
+                                       wire_format)
+from stream.contract import DeadLetter, dead_letter_record, parse_item, parse_preference, validator
+from stream.contract.decoding import Decoded
+
+DEAD_URL = "http://127.0.0.1:9/apis/ccompat/v7"  # port 9 (discard): nothing answers
+
+
+def event(i: int, **extra) -> dict:
+    doc = {"schema_version": 1, "event_id": f"e{i}", "timestamp": 1_700_000_000 + i,
+           "left": {"id": f"a{i}", "features": {"hp": 1.0 + i, "speed": 2.5}},
+           "right": {"features": {"hp": 3.0, "speed": -1.0 * i}}, "outcome": (1, -1, 0)[i % 3]}
+    doc.update(extra)
+    return doc
+
+
+def v2_schema() -> str:
+    """preference v1 plus an optional field: what a producer team's next version looks like."""
+    s = json.loads(avro_schema("preference"))
+    s["fields"].append({"name": "campaign", "type": ["null", "string"], "default": None})
+    return json.dumps(s)
+
+
+def framed_avro(schema_id: int, schema_text: str, doc: dict) -> bytes:
+    import fastavro
+
+    buf = io.BytesIO()
+    buf.write(struct.pack(">bI", 0, schema_id))
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(json.loads(schema_text)), doc)
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------ no registry needed
+def test_values_not_in_the_wire_format_are_dead_letters_without_asking_the_registry():
+    fmt = AvroFormat("t.prefs", "preference", SchemaRegistry(DEAD_URL))
+    plain = json.dumps(event(1)).encode()
+    fmt.prepare([plain, b"\x00\x00"])  # no framed id among them: nothing is fetched (the registry is down)
+    for raw in (plain, b"\x00\x00", b""):
+        with pytest.raises(DeadLetter) as exc:
+            parse_preference(fmt.wrap(raw))
+        assert exc.value.reason == "not_wire_format"
+        assert "t.prefs" in exc.value.detail
+    rec = dead_letter_record(fmt.wrap(plain), "not_wire_format", "x", "t.prefs", 0, 5)
+    assert rec["payload"] == plain.decode() and rec["payload_size"] == len(plain)  # the raw bytes, re-drivable
+    assert not list(validator("dead_letter").iter_errors(rec))
+    assert fmt.wrap(None) is None  # a tombstone stays a tombstone
+
+
+def test_a_registry_that_is_down_is_one_clear_error():
+    fmt = AvroFormat("t.prefs", "preference", SchemaRegistry(DEAD_URL))
+    with pytest.raises(RegistryUnavailable) as exc:
+        fmt.prepare([b"\x00\x00\x00\x00\x07" + b"\x02" * 8])
+    msg = str(exc.value)
+    assert DEAD_URL in msg and "does not answer" in msg and "\n" not in msg
+    assert fmt.known == {}  # nothing cached: the same batch is tried again once it answers
+
+
+def test_the_avro_schema_carries_user_id_as_an_optional_field():
+    fields = {f["name"]: f for f in json.loads(avro_schema("preference"))["fields"]}
+    assert fields["user_id"]["type"] == ["null", "string"] and fields["user_id"]["default"] is None
+    assert set(fields) == {"schema_version", "event_id", "timestamp", "left", "right", "outcome", "context", "weight",
+                           "user_id"}
+
+
+def test_a_framed_format_needs_a_registry_url():
+    from learners.exceptions import InvalidParameterError
+    from stream.settings import Settings
+
+    with pytest.raises(InvalidParameterError, match="PREFSTREAM_SCHEMA_REGISTRY_URL"):
+        Settings.load(None, {"format_preferences": "avro"}, environ={})
+    with pytest.raises(InvalidParameterError, match="schema_registry_url"):
+        wire_format("avro", "t", "preference", None)
+
+
+# ------------------------------------------------------------------------------ the real registry
+def test_compatibility_is_backward(schema_registry_url):
+    with urllib.request.urlopen(schema_registry_url + "/config", timeout=5) as r:
+        assert json.loads(r.read())["compatibilityLevel"] == "BACKWARD"
+
+
+def test_avro_and_json_schema_decode_to_what_the_json_contract_decodes(schema_registry_url):
+    reg = SchemaRegistry(schema_registry_url)
+    topic = f"test.sr.{uuid.uuid4().hex[:8]}"
+    docs = [event(i) for i in range(6)] + [event(7, context={"hour": 3.0}, weight=0.5)]
+    for fmt in (AvroFormat(topic + ".avro", "preference", reg), JSONSchemaFormat(topic + ".js", "preference", reg)):
+        raws = [fmt.dumps(d) for d in docs]
+        assert all(r[0] == 0 and int.from_bytes(r[1:5], "big") == fmt.writer_id() for r in raws)
+        fmt.prepare(raws)
+        for d, raw in zip(docs, raws):
+            assert parse_preference(fmt.wrap(raw)) == parse_preference(json.dumps(d).encode())
+    item = {"schema_version": 1, "item_id": "pikachu", "features": {"hp": 35.0}}
+    gone = {"schema_version": 1, "item_id": "ditto", "features": None}
+    fmt = AvroFormat(topic + ".items", "item", reg)
+    raws = [fmt.dumps(item), fmt.dumps(gone)]
+    fmt.prepare(raws)
+    assert [parse_item(fmt.wrap(r)) for r in raws] == [parse_item(json.dumps(x).encode()) for x in (item, gone)]
+
+
+def test_a_v2_schema_with_an_optional_field_is_read_and_an_unknown_id_is_a_dead_letter(schema_registry_url):
+    reg = SchemaRegistry(schema_registry_url)
+    topic = f"test.sr.evolve.{uuid.uuid4().hex[:8]}"
+    fmt = AvroFormat(topic, "preference", reg)
+    v1_id = fmt.writer_id()
+    v2_id = reg.register(fmt.subject, v2_schema(), "AVRO")  # BACKWARD-compatible: accepted
+    assert v2_id != v1_id
+    old, new = fmt.dumps(event(1)), framed_avro(v2_id, v2_schema(), {**event(2), "campaign": "spring"})
+    unknown = struct.pack(">bI", 0, 2**31 - 7) + old[5:]
+    fmt.prepare([old, new, unknown])
+    assert parse_preference(fmt.wrap(old)) == parse_preference(json.dumps(event(1)).encode())
+    # the v2 event is read into this build's v1 reader schema: the new field is left out, the event is learned
+    assert parse_preference(fmt.wrap(new)) == parse_preference(json.dumps(event(2)).encode())
+    with pytest.raises(DeadLetter) as exc:
+        parse_preference(fmt.wrap(unknown))
+    assert exc.value.reason == "unknown_schema" and str(2**31 - 7) in exc.value.detail
+    # a v3 that adds a REQUIRED field breaks BACKWARD compatibility: the registry refuses it
+    s3 = json.loads(v2_schema())
+    s3["fields"].append({"name": "region", "type": "string"})
+    from learners.exceptions import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="incompatible"):
+        reg.register(fmt.subject, json.dumps(s3), "AVRO")
+
+
+def test_a_learner_worker_learns_avro_events_of_both_versions_and_dead_letters_the_rest(
+        kafka_bootstrap, kafka_options, schema_registry_url, tmp_path):
+    from tests.test_workers_kafka import Stack, expected_digest
+
+    stack = Stack(kafka_bootstrap, kafka_options, tmp_path, partitions=1)
+    try:
+        reg = SchemaRegistry(schema_registry_url)
+        fmt = AvroFormat(stack.topics["preferences"], "preference", reg)
+        v2_id = reg.register(fmt.subject, v2_schema(), "AVRO")
+        good = [(f"e{i}", fmt.dumps(event(i))) for i in range(40)]
+        evolved = [("e40", framed_avro(v2_id, v2_schema(), {**event(40), "campaign": "x"}))]
+        bad = [("u", struct.pack(">bI", 0, 2**31 - 11) + good[0][1][5:]), ("p", json.dumps(event(41)).encode())]
+        w = stack.start("learn", PREFSTREAM_FORMAT_PREFERENCES="avro", PREFSTREAM_FORMAT_DEAD_LETTERS="avro",
+                        PREFSTREAM_SCHEMA_REGISTRY_URL=schema_registry_url)
+        stack.send("preferences", good + evolved + bad)
+        stack.wait(lambda: len(stack.read("dead_letters")) >= 2 and stack.totals()[0] >= 41 or None, 120,
+                   "41 events learned and 2 dead letters")
+        w.send_signal(signal.SIGTERM)
+        w.wait(30)
+        n, d = stack.totals(topic_key="preferences")
+        assert n == 41 and d == expected_digest([f"e{i}" for i in range(41)])
+        dl_fmt = AvroFormat(stack.topics["dead_letters"], "dead_letter", reg)
+        values = [v for _, v in stack.read("dead_letters")]
+        dl_fmt.prepare(values)
+        dls = [dl_fmt.wrap(v).get() for v in values]  # written in Avro too (format_dead_letters=avro)
+        assert sorted(r["reason"] for r in dls) == ["not_wire_format", "unknown_schema"]
+        plain = next(r for r in dls if r["reason"] == "not_wire_format")
+        assert json.loads(plain["payload"])["event_id"] == "e41"
+    finally:
+        stack.close()
+
+
+def test_a_worker_waits_while_the_registry_is_down(kafka_bootstrap, kafka_options, tmp_path):
+    """The registry URL answers nothing: the worker says so in one line, keeps running, learns nothing."""
+    from tests.test_workers_kafka import Stack
+
+    stack = Stack(kafka_bootstrap, kafka_options, tmp_path, partitions=1)
+    try:
+        framed = struct.pack(">bI", 0, 1) + b"\x02\x04e1"
+        w = stack.start("learn", PREFSTREAM_FORMAT_PREFERENCES="avro", PREFSTREAM_SCHEMA_REGISTRY_URL=DEAD_URL)
+        stack.send("preferences", [("e1", framed)])
+        stack.wait(lambda: "does not answer" in stack.log_text() or None, 90, "the registry-down line")
+        assert w.poll() is None  # still running
+        lines = [ln for ln in stack.log_text().splitlines() if "does not answer" in ln]
+        assert len(lines) == 1 and DEAD_URL in lines[0] and "waiting" in lines[0]
+        assert stack.read("dead_letters") == []  # not dead-lettered: it waits for the registry
+        w.send_signal(signal.SIGTERM)
+        assert w.wait(30) == 0
+    finally:
+        stack.close()
