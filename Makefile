@@ -18,7 +18,8 @@ PREFSTREAM ?= $(dir $(PY))prefstream
 OMP_NUM_THREADS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: help venv broker-start broker-stop broker-status broker-reset topics test demo bench lint \
+.PHONY: help venv broker-start broker-stop broker-status broker-reset registry-start registry-stop registry-status \
+        topics test demo bench lint \
         prometheus-start prometheus-stop
 
 help:
@@ -27,6 +28,7 @@ help:
 	@echo "make bench           run every bench/*.py with its defaults"
 	@echo "make venv            create/reuse the cached dependency venv and this clone's venv ($(VENV))"
 	@echo "make broker-start | broker-stop | broker-status | broker-reset   local Kafka 4 broker (127.0.0.1:9092)"
+	@echo "make registry-start | registry-stop | registry-status   local schema registry (Apicurio, Confluent API at 127.0.0.1:8081/apis/ccompat/v7)"
 	@echo "make topics          create the standard prefstream.* topics"
 	@echo "make prometheus-start | prometheus-stop   local Prometheus scraping the workers (127.0.0.1:9090)"
 	@echo "make lint            byte-compile the packages and syntax-check the shell scripts"
@@ -47,6 +49,15 @@ broker-reset:
 	@deploy/kafka/stop.sh
 	@deploy/kafka/start.sh --fresh
 
+registry-start:
+	@deploy/registry/start.sh
+
+registry-stop:
+	@deploy/registry/stop.sh
+
+registry-status:
+	@deploy/registry/status.sh
+
 topics: venv
 	@deploy/with-broker.sh $(PY) -c "from stream.broker import create_topics, kafka_client_options as o; print(create_topics(None, client_options=o()))"
 
@@ -64,7 +75,7 @@ bench: venv
 
 lint: venv
 	@$(PY) -m compileall -q stream learners explainers tests bench
-	@for f in .ci/run deploy/*.sh deploy/kafka/*.sh deploy/prometheus/*.sh; do bash -n "$$f" || exit 1; done
+	@for f in .ci/run deploy/*.sh deploy/kafka/*.sh deploy/registry/*.sh deploy/prometheus/*.sh; do bash -n "$$f" || exit 1; done
 	@echo "lint ok"
 
 prometheus-start:

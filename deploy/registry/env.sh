@@ -1,6 +1,23 @@
 # Sourced by deploy/registry/*.sh. Every path here is outside the git tree.
 # Override any of these through the environment.
+# A Java of at least major version $1 (default 21; Apicurio Registry 3.1+ needs 21):
+# PREFSTREAM_REGISTRY_JAVA, else the first of JAVA_HOME, the JDKs under /usr/lib/jvm and /opt, and
+# `java` on PATH whose major version is high enough (Temurin 25 sits beside Debian's Java 17).
+registry_java() {
+  local cand v need="${1:-21}"
+  if [ -n "${PREFSTREAM_REGISTRY_JAVA:-}" ]; then echo "$PREFSTREAM_REGISTRY_JAVA"; return 0; fi
+  for cand in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} /usr/lib/jvm/*/bin/java /opt/*/bin/java /opt/java/*/bin/java \
+              "$(command -v java 2>/dev/null || true)"; do
+    [ -x "$cand" ] || continue
+    v="$("$cand" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.specification\.version = //p' | head -n 1)"
+    case "$v" in ''|1.*) continue ;; esac
+    [ "${v%%.*}" -ge "$need" ] 2>/dev/null && { echo "$cand"; return 0; }
+  done
+  return 1
+}
+
 REGISTRY_VERSION="${PREFSTREAM_REGISTRY_VERSION:-3.3.3}"   # keep in sync with <registry.version> in pom.xml
+REGISTRY_JAVA="$(registry_java 21 || true)"
 PREFSTREAM_CACHE="${PREFSTREAM_CACHE:-$HOME/.cache/prefstream}"
 REGISTRY_HOME="${PREFSTREAM_REGISTRY_HOME:-$PREFSTREAM_CACHE/registry/$REGISTRY_VERSION}"
 REGISTRY_APP="$REGISTRY_HOME/app"                             # the unpacked Quarkus app (quarkus-run.jar)
@@ -12,21 +29,6 @@ REGISTRY_PORT="${PREFSTREAM_REGISTRY_PORT:-8081}"
 REGISTRY_URL="http://$REGISTRY_HOST:$REGISTRY_PORT/apis/ccompat/v7"   # the Confluent-compatible API
 REGISTRY_HEAP_OPTS="${REGISTRY_HEAP_OPTS:--Xms64m -Xmx384m}"
 REGISTRY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-
-# A Java 21+ (Apicurio Registry 3.1+ needs it): PREFSTREAM_REGISTRY_JAVA, else the first of
-# JAVA_HOME, the JDKs under /usr/lib/jvm and /opt, and `java` on PATH whose major version is >= 21.
-registry_java() {
-  local cand v
-  if [ -n "${PREFSTREAM_REGISTRY_JAVA:-}" ]; then echo "$PREFSTREAM_REGISTRY_JAVA"; return 0; fi
-  for cand in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} /usr/lib/jvm/*/bin/java /opt/*/bin/java /opt/java/*/bin/java \
-              "$(command -v java 2>/dev/null || true)"; do
-    [ -x "$cand" ] || continue
-    v="$("$cand" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.specification\.version = //p' | head -n 1)"
-    case "$v" in ''|1.*) continue ;; esac
-    [ "${v%%.*}" -ge 21 ] 2>/dev/null && { echo "$cand"; return 0; }
-  done
-  return 1
-}
 
 # pid of the running registry started by start.sh, or nothing
 registry_running_pid() {

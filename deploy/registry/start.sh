@@ -42,8 +42,9 @@ die() {
 }
 
 command -v curl >/dev/null || die "curl not found (Debian: apt-get install -y curl)"
-JAVA="$(registry_java)" || die "no Java 21+ found (Apicurio Registry $REGISTRY_VERSION needs one): install one under /usr/lib/jvm (Debian: apt-get install -y openjdk-21-jre-headless), or set PREFSTREAM_REGISTRY_JAVA; PREFSTREAM_REGISTRY_VERSION=3.0.9 runs on Java 17"
-mkdir -p "$REGISTRY_RUN"
+JAVA="$REGISTRY_JAVA"
+[ -n "$JAVA" ] || die "no Java 21+ found (Apicurio Registry $REGISTRY_VERSION needs one; Debian 12's default is 17): install one under /usr/lib/jvm or /opt (e.g. Temurin 21 or 25), or set PREFSTREAM_REGISTRY_JAVA"
+mkdir -p "$REGISTRY_HOME" "$REGISTRY_RUN"
 exec 9>"$REGISTRY_HOME/lifecycle.lock"
 flock -w 300 9 || die "could not take $REGISTRY_HOME/lifecycle.lock within 300 s"
 T_START=$SECONDS

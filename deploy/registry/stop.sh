@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 trap '' PIPE
 log() { printf '[registry] %s\n' "$*" >&2 2>/dev/null || true; }
 
-mkdir -p "$REGISTRY_RUN"
+mkdir -p "$REGISTRY_HOME" "$REGISTRY_RUN"
 exec 9>"$REGISTRY_HOME/lifecycle.lock"
 flock -w 300 9 || { log "ERROR: could not take $REGISTRY_HOME/lifecycle.lock within 300 s"; exit 1; }
 
