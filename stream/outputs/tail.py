@@ -63,6 +63,7 @@ def follow(settings, max_records: int | None = None, timeout: float | None = Non
         else:
             consumer.seek_to_end(*tps)
         n = 0
+        framed = getattr(settings, "format_explanations", "json") != "json"
         last = time.monotonic()
         while max_records is None or n < max_records:
             batch = consumer.poll(timeout_ms=200)
@@ -70,8 +71,8 @@ def follow(settings, max_records: int | None = None, timeout: float | None = Non
             for msgs in batch.values():
                 for m in msgs:
                     got = True
-                    try:
-                        rec = json.loads(m.value)
+                    try:  # format_explanations=jsonschema: the JSON after the Confluent header
+                        rec = json.loads(m.value[5:] if framed and m.value[:1] == b"\x00" else m.value)
                     except (TypeError, ValueError) as exc:
                         rec = {"error": str(exc), "raw": repr(m.value)[:200]}
                     yield rec
