@@ -189,3 +189,46 @@ def test_a_worker_waits_while_the_registry_is_down(kafka_bootstrap, kafka_option
         assert w.wait(30) == 0
     finally:
         stack.close()
+
+
+def test_the_fast_preference_reader_agrees_with_fastavro_or_declines():
+    """stream/broker/avro_fast.py against fastavro (the reference) on random records of the v1 schema,
+    and on every truncation of one: equal documents, or None (then fastavro reads it)."""
+    import random
+
+    import fastavro
+
+    from stream.broker.avro_fast import PreferenceReader
+    from stream.broker.serializers import _strip_preference
+
+    schema = fastavro.parse_schema(json.loads(avro_schema("preference")))
+    reader, rng = PreferenceReader(), random.Random(7)
+    accepted = 0
+    for i in range(1500):
+        d = {"schema_version": rng.choice([1, 2, -3, 300]), "event_id": "é" * rng.randint(0, 70),
+             "timestamp": rng.choice([rng.random() * 1e9, "2024-01-01T00:00:00"]), "left": {}, "right": {},
+             "outcome": rng.choice([1, -1, 0, 70000])}
+        names = [f"k{j}" * rng.randint(1, 3) for j in range(rng.randint(0, 40))]
+        for side in ("left", "right"):
+            if rng.random() < 0.7:
+                d[side]["id"] = f"i{rng.randint(0, 10**6)}"
+            if rng.random() < 0.8:  # often the same layout as the other side / the last record
+                d[side]["features"] = {n: rng.uniform(-1e6, 1e6) for n in (names if rng.random() < 0.7 else names[::-1])}
+        if rng.random() < 0.3:
+            d["context"] = {f"c{j}": rng.random() for j in range(rng.randint(0, 3))}
+        if rng.random() < 0.3:
+            d["weight"] = rng.random()
+        if rng.random() < 0.3:
+            d["user_id"] = f"u{i}"
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, d)
+        raw = b"\x00\x00\x00\x00\x01" + buf.getvalue()
+        got = reader.read(raw)
+        if got is not None:
+            accepted += 1
+            assert got == _strip_preference(fastavro.schemaless_reader(io.BytesIO(raw[5:]), schema, None))
+        if i < 30:
+            for cut in range(5, len(raw)):
+                assert reader.read(raw[:cut]) is None
+            assert reader.read(raw + b"\x00") is None
+    assert accepted > 1000

@@ -252,6 +252,12 @@ class AvroFormat(_Framed):
         self._fastavro = fastavro
         self.reader_schema = fastavro.parse_schema(json.loads(avro_schema(kind)))
         self._strip = _STRIP.get(kind, _strip_nothing)
+        if kind == "preference":  # the hot path: feature maps of a repeated layout (stream/broker/avro_fast.py)
+            from stream.broker.avro_fast import PreferenceReader
+
+            self._fast = PreferenceReader().read
+        else:
+            self._fast = None
 
     def _schema_text(self) -> str:
         return avro_schema(self.kind)
@@ -270,6 +276,10 @@ class AvroFormat(_Framed):
 
     def _read(self, reader, raw: bytes) -> Any:
         writer, target, sid = reader
+        if target is None and self._fast is not None:  # written in this build's schema: the fast reader first
+            doc = self._fast(raw)
+            if doc is not None:
+                return doc
         try:
             doc = self._fastavro.schemaless_reader(io.BytesIO(memoryview(raw)[5:]), writer, target)
         except Exception as exc:  # noqa: BLE001 - EOF, bad union index, resolution errors

@@ -1,0 +1,147 @@
+"""A faster reader of this build's preference Avro record (``preference.v1.avsc``) for the worker's hot path.
+
+fastavro reads a ``map<double>`` at about 0.8 µs an entry (every key a fresh string through the
+generic reader): 43 µs for a Pokémon duel's 2 × 26 features against orjson's 9 µs for the same
+event as JSON (measured on the 2-core machine at load 2: fastavro 24,500 events/s, orjson
+109,000). A topic's feature maps repeat the same keys in the same order event after event, so
+this reader keeps, per map size, the *layout* of the last map it read — the encoded keys — and
+reads a map of that layout with one ``struct.unpack_from`` (keys as fixed-length byte strings,
+values as little-endian doubles), checks the keys against the layout with one tuple comparison,
+and zips the values onto the cached key strings. A map of another layout is read entry by entry
+(and becomes the layout). Everything else of the record is read field by field as the Avro
+specification encodes it (zig-zag varints, length-prefixed UTF-8 strings, union branch indices,
+8-byte doubles).
+
+It only ever *accepts*: a record it is not sure of — another writer schema, map blocks other
+than one positive block, bytes left over, anything that raises — returns None and the caller
+reads it with fastavro (the reference; ``tests/test_schema_registry.py`` compares both).
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["PreferenceReader"]
+
+_DOUBLE = struct.Struct("<d")
+
+
+def _long(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint at ``pos``: ``(value, next position)``."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    result, shift = 0, 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def _string(buf: bytes, pos: int) -> tuple[str, int]:
+    n, pos = _long(buf, pos)
+    if n < 0:
+        raise ValueError("negative string length")
+    end = pos + n
+    if end > len(buf):
+        raise ValueError("string past the end")
+    return buf[pos:end].decode("utf-8"), end
+
+
+class _Layout:
+    """The encoded keys of one map layout: the struct that reads it, the key bytes, the key strings."""
+
+    __slots__ = ("keys", "names", "size", "struct")
+
+    def __init__(self, keys: tuple, names: tuple) -> None:
+        self.keys, self.names = keys, names
+        self.struct = struct.Struct("<" + "".join(f"{len(k)}sd" for k in keys))
+        self.size = self.struct.size
+
+
+class PreferenceReader:
+    """Read ``preference.v1.avsc`` records (the bytes after the 5-byte wire header) into the
+    contract's document, or None when unsure (then fastavro reads it)."""
+
+    def __init__(self) -> None:
+        self.layouts: dict[int, _Layout] = {}  # map size -> the last layout read
+
+    def _map(self, buf: bytes, pos: int) -> tuple[dict, int]:
+        count, pos = _long(buf, pos)
+        if count <= 0:
+            raise ValueError("not one positive map block")  # empty maps, sized blocks: fastavro
+        lay = self.layouts.get(count)
+        if lay is not None and pos + lay.size <= len(buf):
+            vals = lay.struct.unpack_from(buf, pos)
+            if vals[0::2] == lay.keys:
+                pos += lay.size
+                if buf[pos] != 0:
+                    raise ValueError("more than one map block")
+                return dict(zip(lay.names, vals[1::2])), pos + 1
+        keys, names, values = [], [], []
+        for _ in range(count):
+            start = pos
+            name, pos = _string(buf, pos)
+            keys.append(buf[start:pos])
+            names.append(name)
+            values.append(_DOUBLE.unpack_from(buf, pos)[0])
+            pos += 8
+        if buf[pos] != 0:
+            raise ValueError("more than one map block")
+        self.layouts[count] = _Layout(tuple(keys), tuple(names))
+        return dict(zip(names, values)), pos + 1
+
+    def _ref(self, buf: bytes, pos: int) -> tuple[dict, int]:
+        ref = {}
+        u, pos = _long(buf, pos)
+        if u == 1:
+            ref["id"], pos = _string(buf, pos)
+        elif u != 0:
+            raise ValueError("bad union branch")
+        u, pos = _long(buf, pos)
+        if u == 1:
+            ref["features"], pos = self._map(buf, pos)
+        elif u != 0:
+            raise ValueError("bad union branch")
+        return ref, pos
+
+    def read(self, buf: bytes, pos: int = 5) -> dict | None:
+        """The document of the record at ``buf[pos:]``, or None (read it with fastavro)."""
+        try:
+            sv, pos = _long(buf, pos)
+            eid, pos = _string(buf, pos)
+            u, pos = _long(buf, pos)
+            if u == 0:
+                ts = _DOUBLE.unpack_from(buf, pos)[0]
+                pos += 8
+            elif u == 1:
+                ts, pos = _string(buf, pos)
+            else:
+                return None
+            left, pos = self._ref(buf, pos)
+            right, pos = self._ref(buf, pos)
+            outcome, pos = _long(buf, pos)
+            doc = {"schema_version": sv, "event_id": eid, "timestamp": ts, "left": left, "right": right,
+                   "outcome": outcome}
+            u, pos = _long(buf, pos)
+            if u == 1:
+                doc["context"], pos = self._map(buf, pos)
+            elif u != 0:
+                return None
+            u, pos = _long(buf, pos)
+            if u == 1:
+                doc["weight"] = _DOUBLE.unpack_from(buf, pos)[0]
+                pos += 8
+            elif u != 0:
+                return None
+            u, pos = _long(buf, pos)
+            if u == 1:
+                doc["user_id"], pos = _string(buf, pos)
+            elif u != 0:
+                return None
+        except (IndexError, ValueError, struct.error, UnicodeDecodeError):
+            return None
+        return doc if pos == len(buf) else None
