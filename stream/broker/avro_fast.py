@@ -42,9 +42,16 @@ def _long(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _string(buf: bytes, pos: int) -> tuple[str, int]:
-    n, pos = _long(buf, pos)
-    if n < 0:
-        raise ValueError("negative string length")
+    n = buf[pos]
+    if n < 0x80:  # a one-byte length (up to 63 bytes): the common case, without the varint loop
+        if n & 1:
+            raise ValueError("negative string length")
+        n >>= 1
+        pos += 1
+    else:
+        n, pos = _long(buf, pos)
+        if n < 0:
+            raise ValueError("negative string length")
     end = pos + n
     if end > len(buf):
         raise ValueError("string past the end")
@@ -96,15 +103,19 @@ class PreferenceReader:
 
     def _ref(self, buf: bytes, pos: int) -> tuple[dict, int]:
         ref = {}
-        u, pos = _long(buf, pos)
-        if u == 1:
-            ref["id"], pos = _string(buf, pos)
-        elif u != 0:
+        u = buf[pos]  # union branch: 0x00 null, 0x02 the value (zig-zag 1)
+        if u == 2:
+            ref["id"], pos = _string(buf, pos + 1)
+        elif u == 0:
+            pos += 1
+        else:
             raise ValueError("bad union branch")
-        u, pos = _long(buf, pos)
-        if u == 1:
-            ref["features"], pos = self._map(buf, pos)
-        elif u != 0:
+        u = buf[pos]
+        if u == 2:
+            ref["features"], pos = self._map(buf, pos + 1)
+        elif u == 0:
+            pos += 1
+        else:
             raise ValueError("bad union branch")
         return ref, pos
 
@@ -113,11 +124,12 @@ class PreferenceReader:
         try:
             sv, pos = _long(buf, pos)
             eid, pos = _string(buf, pos)
-            u, pos = _long(buf, pos)
+            u = buf[pos]
+            pos += 1
             if u == 0:
                 ts = _DOUBLE.unpack_from(buf, pos)[0]
                 pos += 8
-            elif u == 1:
+            elif u == 2:
                 ts, pos = _string(buf, pos)
             else:
                 return None
@@ -126,19 +138,22 @@ class PreferenceReader:
             outcome, pos = _long(buf, pos)
             doc = {"schema_version": sv, "event_id": eid, "timestamp": ts, "left": left, "right": right,
                    "outcome": outcome}
-            u, pos = _long(buf, pos)
-            if u == 1:
+            u = buf[pos]
+            pos += 1
+            if u == 2:
                 doc["context"], pos = self._map(buf, pos)
             elif u != 0:
                 return None
-            u, pos = _long(buf, pos)
-            if u == 1:
+            u = buf[pos]
+            pos += 1
+            if u == 2:
                 doc["weight"] = _DOUBLE.unpack_from(buf, pos)[0]
                 pos += 8
             elif u != 0:
                 return None
-            u, pos = _long(buf, pos)
-            if u == 1:
+            u = buf[pos]
+            pos += 1
+            if u == 2:
                 doc["user_id"], pos = _string(buf, pos)
             elif u != 0:
                 return None
