@@ -232,3 +232,56 @@ def test_the_fast_preference_reader_agrees_with_fastavro_or_declines():
                 assert reader.read(raw[:cut]) is None
             assert reader.read(raw + b"\x00") is None
     assert accepted > 1000
+
+
+def test_replay_format_avro_writes_registered_avro(kafka_bootstrap, kafka_options, unique_topic, schema_registry_url,
+                                                  tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = unique_topic("avro-replay")
+    docs = [event(i) for i in range(5)]
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    proc = subprocess.run([sys.executable, "-m", "stream", "replay", str(path), "--topic", topic, "--format", "avro",
+                           "--no-progress"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PREFSTREAM_BOOTSTRAP_SERVERS": kafka_bootstrap,
+                                            "PREFSTREAM_SCHEMA_REGISTRY_URL": schema_registry_url})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "sent=5 skipped=0 failed=0"
+    c = KafkaConsumer(enable_auto_commit=False, group_id=None, consumer_timeout_ms=3000, **kafka_options)
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    values = [m.value for m in c]
+    c.close()
+    fmt = AvroFormat(topic, "preference", SchemaRegistry(schema_registry_url))
+    assert {int.from_bytes(v[1:5], "big") for v in values} == {fmt.writer_id()}  # the registered v1 schema's id
+    fmt.prepare(values)
+    assert [parse_preference(fmt.wrap(v)) for v in values] == [parse_preference(json.dumps(d).encode()) for d in docs]
+
+
+def test_explanations_in_json_schema_carry_the_registered_id(schema_registry_url):
+    import asyncio
+
+    from stream.outputs.publish import ProducerTopic
+
+    sent = []
+
+    class Producer:
+        async def send(self, topic, key=None, value=None):
+            sent.append((topic, key, value))
+
+    reg = SchemaRegistry(schema_registry_url)
+    topic = f"test.sr.expl.{uuid.uuid4().hex[:8]}"
+    fmt = wire_format("jsonschema", topic, "explanation", reg)
+    body = b'{"request_id": "r1"}'
+    asyncio.run(ProducerTopic(Producer(), topic, fmt).send(b"r1", body))
+    (_, key, value), = sent
+    assert key == b"r1" and value[0] == 0 and value[5:] == body and fmt.unframe(value) == body
+    schema = reg.schema(int.from_bytes(value[1:5], "big"))
+    assert schema.schema_type == "JSON" and json.loads(schema.schema_str)["$id"].endswith("explanation.v1.json")
