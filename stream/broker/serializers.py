@@ -144,6 +144,12 @@ class JSONFormat:
     def prepare(self, values: Sequence[Any]) -> None:
         """Nothing to fetch."""
 
+    def missing(self, values: Sequence[Any]) -> set:
+        return set()
+
+    def fetch(self, ids) -> None:
+        """Nothing to fetch."""
+
     def wrap(self, raw: Any) -> Any:
         """The value itself (the contract decodes JSON bytes on its fast path)."""
         return raw
@@ -180,13 +186,31 @@ class _Framed(JSONFormat):
         RegistryUnavailable
             When the registry does not answer (nothing is cached then: the batch is tried again).
         """
-        known = self.known
+        self.fetch(self.missing(values))
+
+    def missing(self, values: Sequence[Any]) -> set:
+        """The schema ids framed in ``values`` whose schemas are not fetched yet (no network call)."""
+        known, out, last = self.known, set(), None
         for raw in values:
             if type(raw) is bytes and len(raw) > 5 and raw[0] == _MAGIC:
-                sid = int.from_bytes(raw[1:5], "big")
-                if sid not in known:
-                    schema = self.registry.schema(sid)
-                    known[sid] = None if schema is None else self._reader(sid, schema)
+                head = raw[1:5]
+                if head != last:  # a batch is mostly one id: compare 4 bytes, not a dict look-up
+                    last = head
+                    sid = int.from_bytes(head, "big")
+                    if sid not in known:
+                        out.add(sid)
+        return out
+
+    def fetch(self, ids) -> None:
+        """Fetch the schemas of ``ids`` (None for an id the registry does not hold).
+
+        Raises
+        ------
+        RegistryUnavailable
+        """
+        for sid in sorted(ids):
+            schema = self.registry.schema(sid)
+            self.known[sid] = None if schema is None else self._reader(sid, schema)
 
     def wrap(self, raw: Any) -> Any:
         """A :class:`Decoded` of ``raw`` (its document, or the dead letter it is); a tombstone stays None."""

@@ -109,9 +109,10 @@ class MicroBatchLoop:
             fmt = self.formats.get(tp.topic)
             if fmt is None:
                 continue
-            while True:
+            ids = fmt.missing([r[1] for r in recs])  # inline: a thread hop per batch cost the GIL's switch interval
+            while ids:
                 try:
-                    await asyncio.to_thread(fmt.prepare, [r[1] for r in recs])
+                    await asyncio.to_thread(fmt.fetch, ids)  # the network call, off the event loop
                     break
                 except RegistryUnavailable as exc:
                     if self._registry_down_since is None:
