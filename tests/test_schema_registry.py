@@ -285,3 +285,32 @@ def test_explanations_in_json_schema_carry_the_registered_id(schema_registry_url
     assert key == b"r1" and value[0] == 0 and value[5:] == body and fmt.unframe(value) == body
     schema = reg.schema(int.from_bytes(value[1:5], "big"))
     assert schema.schema_type == "JSON" and json.loads(schema.schema_str)["$id"].endswith("explanation.v1.json")
+
+
+def test_what_a_worker_writes_falls_back_to_json_while_the_registry_is_down(caplog):
+    """A dead letter (or explanation) is never dropped, nor the worker stopped, for want of a schema id."""
+    fmt = AvroFormat("t.dead", "dead_letter", SchemaRegistry(DEAD_URL))
+    rec = dead_letter_record(b"x", "not_wire_format", "d", "t.prefs", 0, 1)
+    body = json.dumps(rec).encode()
+    with caplog.at_level("ERROR"):
+        assert fmt.frame_or_json(body) == body
+    assert any(DEAD_URL in r.getMessage() and "plain JSON" in r.getMessage() for r in caplog.records)
+    assert fmt.unframe(body) == body
+
+
+def test_replay_with_the_registry_down_is_one_line(kafka_bootstrap, unique_topic, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    topic = unique_topic("avro-down")
+    path = tmp_path / "events.jsonl"
+    path.write_text(json.dumps(event(1)) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "stream", "replay", str(path), "--topic", topic, "--format", "avro",
+                           "--no-progress"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PREFSTREAM_BOOTSTRAP_SERVERS": kafka_bootstrap,
+                                            "PREFSTREAM_SCHEMA_REGISTRY_URL": DEAD_URL})
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: The schema registry at " + DEAD_URL) and "Traceback" not in proc.stderr

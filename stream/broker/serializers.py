@@ -160,6 +160,8 @@ class JSONFormat:
     def frame(self, json_bytes: bytes) -> bytes:
         return json_bytes
 
+    frame_or_json = frame
+
     def unframe(self, raw: bytes) -> bytes:
         return raw
 
@@ -255,6 +257,16 @@ class _Framed(JSONFormat):
         if self._writer_id is None:
             self._writer_id = self.registry.register(self.subject, self._schema_text(), self.schema_type)
         return self._writer_id
+
+    def frame_or_json(self, json_bytes: bytes) -> bytes:
+        """:meth:`frame`, or the JSON as it is while the registry does not answer (logged): what a
+        worker writes (a dead letter, an explanation) is never dropped for want of a schema id,
+        and readers of these topics take both (:meth:`unframe`)."""
+        try:
+            return self.frame(json_bytes)
+        except RegistryUnavailable as exc:
+            log.error("%s; writing this %s record to %s as plain JSON", exc, self.kind, self.topic)
+            return json_bytes
 
     def unframe(self, raw: bytes) -> bytes:
         """The payload after the 5-byte header (``raw`` itself when it has none)."""

@@ -188,7 +188,7 @@ class ProducerTopic:
     async def send(self, key=None, value=None):
         """Hand the record to the producer; returns its delivery future."""
         if self.fmt is not None and value is not None:
-            value = self.fmt.frame(value)
+            value = self.fmt.frame_or_json(value)
         return await self.producer.send(self.name, key=key, value=value)
 
 

@@ -409,7 +409,7 @@ class ConsumerLoop(MicroBatchLoop):
             from stream.broker.serializers import output_format
 
             self._dead_letter_format = output_format(self.settings, "dead_letters")
-        return self._dead_letter_format.frame(value)
+        return self._dead_letter_format.frame_or_json(value)
 
     # ------------------------------------------------------------------ the batch loop
     async def fetch(self) -> tuple[int, dict]:
