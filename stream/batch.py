@@ -287,13 +287,8 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
 
     def final_points() -> None:
         """The last point of each model: its progressive metrics at its final event count."""
+        learner.end_curve()
         curve_points()
-        for name, (acc, ll, auc) in learner.progressive.items():
-            v = progressive_values(acc, ll, auc)
-            n = int(learner.tally[name]["learned"])
-            last = next((p for p in reversed(res.progress) if p["model"] == name), None)
-            if v["accuracy"] is not None and (last is None or last["events"] < n):
-                res.progress.append({"events": n, "model": name, **v})
 
     try:
         fo, fd = open(out, "w", encoding="utf-8"), open(dead_path, "w", encoding="utf-8")

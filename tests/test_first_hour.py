@@ -239,6 +239,9 @@ def test_the_worker_appends_its_curve_to_progress_log(tmp_path):
     got = read_curve(log)
     assert len(got) >= 20 and all(p["model"] == "linear-bt" and p["roc_auc"] is not None for p in got)
     assert [p["events"] for p in got] == sorted({p["events"] for p in got})
+    loop.write_curve(final=True)  # stopping: the last point is at the final count
+    got = read_curve(log)
+    assert got[-1]["events"] == 200 and [p["events"] for p in got] == sorted({p["events"] for p in got})
 
 
 def test_the_report_labels_versions_and_explains_its_rows_and_diagonals(tmp_path):
@@ -259,3 +262,31 @@ def test_the_report_labels_versions_and_explains_its_rows_and_diagonals(tmp_path
     assert "diagonal of a distributional transition heatmap is left blank" in page
     assert "Model versions differ between methods" in page and "capacity-shapley (capacity) v3" in page
     assert "linear-shapley (linear-bt) v1–v7" in page and "model v1–v7" in page   # the section header: the range
+
+
+def test_the_front_pages_are_short_and_lose_nothing():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    bench = (root / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 220 and len(bench.splitlines()) <= 400   # before: 414 and 2,262
+    top = "\n".join(readme.splitlines()[:40])
+    assert "make demo" in top and "make test" in top
+    assert "## Architecture" in readme and "prefstream.preferences" in readme and "Event contract" in readme
+    for page in sorted((root / "docs").glob("*.md")):                      # every doc page is linked
+        assert f"(docs/{page.name})" in readme, page.name
+    # BENCHMARKS.md is generated, and links every dated results page (the history lives there)
+    spec = importlib.util.spec_from_file_location("make_benchmarks_md", root / "bench" / "make_benchmarks_md.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    for md in sorted((root / "bench" / "results").glob("*.md")):
+        assert f"(bench/results/{md.name})" in bench, md.name
+    assert {a for a, *_ in gen.ORDER} == {p.stem for p in (root / "bench" / "results").glob("*.md")}
+    assert "| figure | anchor (same run) | ratio | goal | load average | command |" in bench
+    # what left the README is kept in docs/
+    hist = (root / "docs" / "history.md").read_text(encoding="utf-8")
+    assert "## Why Faust went" in hist and "4,276 events/s" in hist
+    arch = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "## Layout" in arch and "Why there is no single `prefstream` import name" in arch

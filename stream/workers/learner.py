@@ -305,8 +305,11 @@ class LearnerLoop(ConsumerLoop):
         while not self.items.caught_up.is_set() and not self.stop.is_set():
             await asyncio.sleep(0.05)
 
-    def write_curve(self) -> None:
-        """Append the learning-curve points taken since the last call to ``progress_log`` (if set)."""
+    def write_curve(self, final: bool = False) -> None:
+        """Append the learning-curve points taken since the last call to ``progress_log`` (if set);
+        ``final``: first a point at each model's final count (the worker is stopping)."""
+        if final:
+            self.core.end_curve()
         pts = self.core.drain_curve()
         path = self.settings.progress_log
         if not pts or not path:
@@ -318,7 +321,7 @@ class LearnerLoop(ConsumerLoop):
             log.warning("cannot append the learning curve to %s: %s", path, exc)
 
     async def closing(self) -> None:
-        self.write_curve()
+        self.write_curve(final=True)
         if self.items is not None:
             self.items.stop.set()
             self._items_task.cancel()

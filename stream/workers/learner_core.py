@@ -491,6 +491,16 @@ class LearnerCore(RefitScheduling):
         if v["roc_auc"] is not None:
             self.curve.append({"events": int(at), "model": name, **v, "t": round(time.monotonic() - self._t0, 3)})
 
+    def end_curve(self) -> None:
+        """Close the learning curve: a point at each model's final event count, where that is past
+        its last point and something was scored (the end of a file, a worker stopping)."""
+        for name in self.models:
+            n = int(self.tally[name]["learned"])
+            v = progressive_values(*self.progressive[name])
+            if v["accuracy"] is not None and n > self._curve_at.get(name, 0):
+                self._curve_at[name] = n
+                self.curve.append({"events": n, "model": name, **v, "t": round(time.monotonic() - self._t0, 3)})
+
     def drain_curve(self) -> list[dict]:
         """The learning-curve points taken since the last call, oldest first."""
         out = list(self.curve)
