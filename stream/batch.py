@@ -363,17 +363,19 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     if res.records == 0:
         log.warning("no records in %s", inp)
     why = refusal_summary(res)
-    for name, n in res.learned.items():
-        if n == 0 and res.records:
+    idle = nothing_learned(res)
+    if res.records and idle and len(idle) == len(res.learned):  # one line, not one per model
+        log.warning("no model learned any record: %s", why)
+    elif res.records:
+        for name in idle:
             log.warning("model %r learned no event: %s", name, why)
-        elif n and res.final[name].get("accuracy") is None and not inline_refits and hasattr(res.learners[name], "refit"):
+    for name, n in res.learned.items():
+        if n and res.final[name].get("accuracy") is None and not inline_refits and hasattr(res.learners[name], "refit"):
             log.warning("model %r scored and explained none of the %d events: its first fit ran in the background "
                         "and finished after the last event; `prefstream run --inline-refits` fits where each refit "
                         "is triggered (slower, reproducible)", name, n)
-    if not res.explanations and res.records:
-        if not any(res.learned.values()):
-            log.warning("no explanation was produced: no model learned any record (%s)", why)
-        elif not sampled:
+    if not res.explanations and res.records and any(res.learned.values()):  # (else: said just above)
+        if not sampled:
             log.warning("no explanation was produced: no event was sampled for explanation; raise --sample-rate "
                         "(now %s)", settings.explain_sample_rate)
         else:

@@ -388,7 +388,9 @@ def run_cmd(
     typer.echo(json.dumps(summ, indent=1, default=str))
     idle = nothing_learned(res)
     if idle:  # a run that learned nothing is no success (issue 31): the summary above, then the status
-        typer.echo(f"error: {', '.join(map(repr, idle))} learned no record: {refusal_summary(res)}.", err=True)
+        why = refusal_summary(res) if not res.dead_letters else f"dead letters in {res.dead_letters_file}"
+        typer.echo(f"error: {', '.join(map(repr, idle))} learned no record (exit status {EXIT_NOTHING_LEARNED}): {why}.",
+                   err=True)
         raise typer.Exit(EXIT_NOTHING_LEARNED)
 
 

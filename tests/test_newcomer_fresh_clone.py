@@ -178,7 +178,7 @@ def test_run_on_an_empty_file_says_no_records(tmp_path, caplog):
     assert res.exit_code == 3, res.output  # a model that learned nothing is no success (issue 31)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == [f"no records in {f}"], warnings
-    assert res.stderr.strip().splitlines()[-1] == "error: 'linear-bt' learned no record: the input holds no record."
+    assert res.stderr.strip().splitlines()[-1] == "error: 'linear-bt' learned no record (exit status 3): the input holds no record."
 
 
 @pytest.mark.parametrize("ts", ["notatime", "this is not a time at all"])
