@@ -273,9 +273,11 @@ def reading_notes(summary: Mapping[str, Any], versions: Mapping[tuple[str, str],
         lst = ", ".join(f"{html.escape(m)} ({html.escape(mo)}) " + (f"v{lo}" if lo == hi else f"v{lo}–v{hi}")
                         for (m, mo), (lo, hi) in spans)
         items.append("<li><b>Model versions differ between methods</b>: " + lst + ". Each record explains the "
-                     "model snapshot the explainer held when it explained that event; a method that explains "
-                     "fewer events, or only some of them (click sessions, a model not yet fitted), ends on an "
-                     "earlier version. Compare methods at equal versions.</li>")
+                     "model snapshot the explainer held when it explained that event (not when the event "
+                     "arrived): a method whose queue is explained in one call carries the one version it held "
+                     "then, one that works through its queue while snapshots arrive spans several, and one "
+                     "that explains only some events (click sessions, a model not yet fitted) starts later. "
+                     "Compare methods at equal versions.</li>")
     return "<h2>How to read this report</h2><ul>" + "".join(items) + "</ul>"
 
 
