@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from explainers.prefshap.product import group_factors, held_game, product_game_shapley
+from explainers.prefshap.product import held_game, product_game_shapley
 
 __all__: list[str] = []
 
@@ -20,15 +20,11 @@ class _ExactTasks:
     """Exact product-marginal Pref-SHAP (needs :class:`~explainers.prefshap.PrefSHAP`'s ``_p``, ``_product``,
     ``players``)."""
 
-    def _player_game(self, A, B, W, member, held):
-        """Product game on players (feature groups multiply their factors), players ``held`` in every coalition."""
-        grouped = None if member.shape[0] == member.shape[1] and np.all(member == np.eye(member.shape[1], dtype=bool)) \
-            else member
-        A, B = group_factors(A, grouped), group_factors(B, grouped)
+    @staticmethod
+    def _held_game_shapley(A, B, W, held):
+        """φ (d,) of a product game with the players ``held`` in every coalition (φ = 0 for them), ν(Ω), ν(held)."""
         phi = np.zeros(A.shape[1])
-        A2, B2, W2 = held_game(A, B, W, held)
-        ph, full, empty = product_game_shapley(A2, B2, W2)
-        phi[~held] = ph
+        phi[~held], full, empty = product_game_shapley(*held_game(A, B, W, held))
         return phi, full, empty
 
     def _per_duel_product(self, XL: np.ndarray, XR: np.ndarray, U, W, eng):
@@ -43,10 +39,16 @@ class _ExactTasks:
         XLs, XRs = np.asarray(self._p.transform(XL), float), np.asarray(self._p.transform(XR), float)
         Wn = W.cpu().numpy()
         prod = self._product()
+        grouped = None if n_pl == member.shape[1] else member
         phi, base, pred = np.zeros((P, n_pl)), np.empty(P), np.empty(P)
-        for p in range(P):
-            A, B, Wt = prod.item_terms(XLs[p], XRs[p], Wn if Wn.ndim == 1 else Wn[p])
-            phi[p], pred[p], base[p] = self._player_game(A, B, Wt, member, dropped[p])
+        patterns, inv = np.unique(dropped, axis=0, return_inverse=True)
+        for g, held in enumerate(patterns):                        # duels holding the same players: one batch
+            idx = np.flatnonzero(inv.reshape(-1) == g)
+            for c in range(0, idx.size, 16):
+                sl = idx[c:c + 16]
+                A, B, Wt = prod.item_terms_many(XLs[sl], XRs[sl], Wn if Wn.ndim == 1 else Wn[sl], grouped, held)
+                ph, pred[sl], base[sl] = product_game_shapley(A, B, Wt)
+                phi[np.ix_(sl, np.flatnonzero(~held))] = ph
         names = np.empty(P, dtype=object)
         for p in range(P):
             names[p] = [pnames[i] for i in np.flatnonzero(dropped[p])]
@@ -59,12 +61,13 @@ class _ExactTasks:
         prod = self._product()
         P = Xs.shape[0]
         phi, base, pred = np.zeros((P, member.shape[0])), np.empty(P), np.empty(P)
+        grouped = None if member.shape[0] == member.shape[1] else member
         for p in range(P):
-            parts = [prod.item_terms(Xs[p], o, Wn) for o in Os]
+            parts = [prod.item_terms(Xs[p], o, Wn, grouped, dropped) for o in Os]
             A = np.concatenate([a for a, _, _ in parts])
             B = np.concatenate([b for _, b, _ in parts])
             Wt = np.concatenate([w for _, _, w in parts]) / Os.shape[0]
-            phi[p], pred[p], base[p] = self._player_game(A, B, Wt, member, dropped)
+            phi[p, ~dropped], pred[p], base[p] = product_game_shapley(A, B, Wt)
         return phi, base, pred
 
     def _contexts_product(self, U: np.ndarray, xi_w: np.ndarray, dropped: np.ndarray):
@@ -72,9 +75,8 @@ class _ExactTasks:
         prod = self._product()
         Us = np.asarray(self._p.transform_context(U), float)
         P = Us.shape[0]
-        eye = np.eye(Us.shape[1], dtype=bool)
         phi, base, pred = np.zeros((P, Us.shape[1])), np.empty(P), np.empty(P)
         for p in range(P):
             A, B, Wt = prod.context_terms(Us[p], xi_w[p])
-            phi[p], pred[p], base[p] = self._player_game(A, B, Wt, eye, dropped)
+            phi[p], pred[p], base[p] = self._held_game_shapley(A, B, Wt, dropped)
         return phi, base, pred

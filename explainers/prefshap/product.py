@@ -63,18 +63,19 @@ def gauss_legendre01(q: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def product_game_shapley(A: np.ndarray, B: np.ndarray, W: np.ndarray):
-    """Exact Shapley values of v(S) = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj (one game, T terms, d players).
+    """Exact Shapley values of v(S) = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj (T terms, d players), for one game or P.
 
     Parameters
     ----------
-    A, B : ndarray of shape (T, d)
-        Per-term factors of player j present (A) and absent (B). B_tj = A_tj makes j a null player held
-        in every coalition.
-    W : ndarray of shape (T,)
+    A : ndarray of shape (T, d), or (P, T, d) for P games
+        Per-term factors of player j present.
+    B : ndarray of shape (T, d) (shared by the games) or (P, T, d)
+        Per-term factors of player j absent. B_tj = A_tj makes j a null player held in every coalition.
+    W : ndarray of shape (T,) or (P, T)
 
     Returns
     -------
-    phi : ndarray (d,);  v_full : float (v(Ω));  v_empty : float (v(∅))
+    phi : ndarray (d,) or (P, d);  v_full : v(Ω), float or (P,);  v_empty : v(∅), float or (P,)
 
     Examples
     --------
@@ -83,31 +84,43 @@ def product_game_shapley(A: np.ndarray, B: np.ndarray, W: np.ndarray):
     >>> phi.tolist(), full, empty          # v({0}) = 2, v({1}) = 3, v(Ω) = 6
     ([2.0, 3.0], 6.0, 1.0)
     """
-    T, d = A.shape
-    W = np.asarray(W, dtype=np.float64).reshape(-1)
-    v_full = float(W @ np.prod(A, axis=1))
-    v_empty = float(W @ np.prod(B, axis=1))
-    if d == 0 or T == 0:
-        return np.zeros(d), v_full, v_empty
-    s, lam = gauss_legendre01((d + 1) // 2)
-    Q = s.shape[0]
-    D = A - B                                                      # (T, d)
-    phi = np.zeros(d)
-    step = max(1, _BLOCK // (Q * d))
-    for a in range(0, T, step):
-        Dt = np.ascontiguousarray(D[a:a + step].T)                 # (d, t)
-        C = B[a:a + step].T[:, None, :] + s[None, :, None] * Dt[:, None, :]   # (d, Q, t): (1−s) b + s a
-        phi += (_excluded_integrals(C, lam) * Dt) @ W[a:a + step]
+    one = A.ndim == 2
+    A3 = A[None] if one else A
+    P, T, d = A3.shape
+    W2 = np.asarray(W, dtype=np.float64).reshape(P, T)
+    # (d, P·T), terms of game p at columns p·T … p·T + T − 1: every reduction over players runs along rows
+    At = np.ascontiguousarray(A3.transpose(2, 0, 1)).reshape(d, P * T)
+    Bt = np.ascontiguousarray(np.broadcast_to(B, A3.shape).transpose(2, 0, 1)).reshape(d, P * T)
+    v_full = (W2 * np.prod(At, axis=0).reshape(P, T)).sum(axis=1)
+    v_empty = (W2 * np.prod(Bt, axis=0).reshape(P, T)).sum(axis=1)
+    phi = np.zeros((P, d))
+    if d and T:
+        s, lam = gauss_legendre01((d + 1) // 2)
+        Q = s.shape[0]
+        Dt = At - Bt
+        Wf = W2.reshape(-1)
+        safe = min(float(At.min()), float(Bt.min())) > _SAFE      # then every (1−s) b + s a is too
+        step = max(1, _BLOCK // (Q * d))
+        for a in range(0, P * T, step):
+            b = min(P * T, a + step)
+            D = Dt[:, a:b]
+            C = Bt[:, None, a:b] + s[None, :, None] * D[:, None, :]        # (d, Q, t): (1−s) b + s a
+            Y = _excluded_integrals(C, lam, safe) * D * Wf[a:b]            # (d, t) per-term contributions
+            g0, g1 = a // T, (b - 1) // T                                  # the games this block touches
+            cuts = np.maximum(np.arange(g0, g1 + 1) * T - a, 0)
+            phi[g0:g1 + 1] += np.add.reduceat(Y, cuts, axis=1).T
+    if one:
+        return phi[0], float(v_full[0]), float(v_empty[0])
     return phi, v_full, v_empty
 
 
-def _excluded_integrals(C: np.ndarray, lam: np.ndarray) -> np.ndarray:
+def _excluded_integrals(C: np.ndarray, lam: np.ndarray, safe: bool) -> np.ndarray:
     """Σ_q λ_q Π_{j≠i} C[j, q, t] for every i: (d, Q, t) → (d, t) (C is overwritten).
 
     Π_{j≠i} = Π_j / C_i when every factor is a normal float (relative error O(d·eps)); a block with a
-    zero or subnormal factor takes exclusive prefix/suffix products instead (no division)."""
+    zero or subnormal factor (``safe`` False) takes exclusive prefix/suffix products instead (no division)."""
     d = C.shape[0]
-    if C.min() > _SAFE:
+    if safe:
         Pi = np.prod(C, axis=0) * lam[:, None]                     # (Q, t)
         np.divide(Pi[None], C, out=C)
         return C.sum(axis=1)
@@ -141,13 +154,6 @@ def product_game_values(A: np.ndarray, B: np.ndarray, W: np.ndarray, masks: np.n
     E = Z @ (lA - lB).T + lB.sum(axis=1)[None, :]                  # (K, T) log Π
     np.exp(E, out=E)
     return E @ np.asarray(W, dtype=np.float64).reshape(-1)
-
-
-def group_factors(F: np.ndarray, member: np.ndarray | None) -> np.ndarray:
-    """Per-player factors of a product game whose players are groups of features: (…, d) → (…, n_players)."""
-    if member is None:
-        return F
-    return np.stack([np.prod(F[..., row], axis=-1) for row in member], axis=-1)
 
 
 def marginal_means(ref: np.ndarray, centres: np.ndarray, ls: np.ndarray) -> np.ndarray:
@@ -191,7 +197,7 @@ class _ProductModel:
         self.centres = uniq                                        # distinct centre items (M_u, d)
         self.L, self.R = inv[:M], inv[M:]
         self.mu = marginal_means(ref, uniq, parts.ls)              # (M_u, d)
-        self.B_pair = self.mu[self.L] * self.mu[self.R]            # both cross terms of k_E: (M, d)
+        self._means: dict = {}
         c = float(parts.constant)
         self.pair_scale = 1.0 / (1.0 + c) if parts.kind != "upm" else 0.0
         self.util_scale = 1.0 if parts.kind == "upm" else c / (1.0 + c)
@@ -206,23 +212,78 @@ class _ProductModel:
             out[r] = np.bincount(self.L, W2[r], self.centres.shape[0]) - np.bincount(self.R, W2[r], self.centres.shape[0])
         return out if W.ndim == 2 else out[0]
 
-    def item_terms(self, xl: np.ndarray, xr: np.ndarray, w: np.ndarray):
-        """(A (T, d), B (T, d), W (T,)) of ν_S(x^ℓ, x^r) for one duel (scaled items; ``w`` the (M,) centre weights:
-        α, or α ⊙ k_U(u, u_m) for a C-GPM)."""
-        Kl = feature_kernels(xl[None], self.centres, self.p.ls)[0]     # (M_u, d)
-        Kr = feature_kernels(xr[None], self.centres, self.p.ls)[0]
+    def _player_means(self, member: np.ndarray | None) -> np.ndarray:
+        """Π_{j∈player} μ_j(c_uj) per distinct centre and player: (M_u, n_players) (cached per membership)."""
+        if member is None:
+            return self.mu
+        key = member.tobytes() + bytes(member.shape)
+        got = self._means.get(key)
+        if got is None:
+            got = self._means[key] = np.exp(np.log(np.maximum(self.mu, np.finfo(float).tiny)) @ member.T.astype(float))
+        return got
+
+    def _pair_means(self, member: np.ndarray | None) -> np.ndarray:
+        """The absent factors of both cross terms of k_E, μ(c^ℓ_m) μ(c^r_m) per centre and player: (M, n_players)."""
+        key = b"pair" + (b"" if member is None else member.tobytes() + bytes(member.shape))
+        got = self._means.get(key)
+        if got is None:
+            mu_pl = self._player_means(member)
+            got = self._means[key] = mu_pl[self.L] * mu_pl[self.R]
+        return got
+
+    def item_terms(self, xl: np.ndarray, xr: np.ndarray, w: np.ndarray, member: np.ndarray | None = None,
+                   held: np.ndarray | None = None):
+        """(A (T, n'), B (T, n'), W (T,)) of ν_S(x^ℓ, x^r) for one duel: :meth:`item_terms_many` of one duel."""
+        A, B, W = self.item_terms_many(xl[None], xr[None], w, member, held)
+        return A[0], B, W[0]
+
+    def item_terms_many(self, XL: np.ndarray, XR: np.ndarray, w: np.ndarray, member: np.ndarray | None = None,
+                        held: np.ndarray | None = None):
+        """(A (k, T, n'), B (T, n'), W (k, T)) of ν_S(x^ℓ, x^r) for k duels that hold the same players (scaled
+        items (k, d); ``w`` the (M,) centre weights α, or per duel (k, M), α ⊙ k_U(u, u_m) for a C-GPM).
+
+        ``member`` (n_players, d) bool: players as groups of features (default: every feature a player); a
+        player's factors are the product kernel and the product of the marginal means over its features.
+        ``held`` (n_players,) bool: players equal in both items, held in every coalition; they leave the factors
+        (n' = the other players) and enter the weights through their product kernel
+        k_H(x, c) = exp(−½ Σ_{j∈H} (x_j − c_j)²/ℓ_j²), the same for both items and both cross terms."""
+        ls = self.p.ls
+        k, d = XL.shape
+        mem = np.eye(d, dtype=bool) if member is None else member
+        mu_pl = self._player_means(member)
+        B_pair = self._pair_means(member) if self.pair_scale else None
+        h = None
+        if held is not None and held.any():
+            hf = mem[held].any(axis=0)
+            diff = (XL[:, None, hf] - self.centres[None, :, hf]) / ls[hf]
+            h = np.exp(-0.5 * np.einsum("kuj,kuj->ku", diff, diff))             # (k, M_u)
+            mem, mu_pl = mem[~held], mu_pl[:, ~held]
+            B_pair = None if B_pair is None else B_pair[:, ~held]
+        if member is None and h is None:
+            Kl = feature_kernels(XL, self.centres, ls)                          # (k, M_u, d)
+            Kr = feature_kernels(XR, self.centres, ls)
+        else:
+            used = mem.any(axis=0)
+            m = mem[:, used].T.astype(float)                                     # (d_used, n')
+            dl = (XL[:, None, used] - self.centres[None, :, used]) / ls[used]
+            dr = (XR[:, None, used] - self.centres[None, :, used]) / ls[used]
+            Kl = np.exp(-0.5 * ((dl * dl) @ m))                                  # (k, M_u, n') player kernels
+            Kr = np.exp(-0.5 * ((dr * dr) @ m))
+        w2 = np.broadcast_to(w, (k, w.shape[-1]))
         A, B, Wt = [], [], []
         if self.pair_scale:
-            A += [Kl[self.L] * Kr[self.R], Kl[self.R] * Kr[self.L]]
-            B += [self.B_pair, self.B_pair]
-            Wt += [w * self.pair_scale, -w * self.pair_scale]
+            wp = w2 * self.pair_scale if h is None else w2 * (self.pair_scale * h[:, self.L] * h[:, self.R])
+            A += [Kl[:, self.L] * Kr[:, self.R], Kl[:, self.R] * Kr[:, self.L]]
+            B += [B_pair, B_pair]
+            Wt += [wp, -wp]
         if self.util_scale:
-            sw = self.signed(w) * self.util_scale
-            keep = np.flatnonzero(sw)
-            A += [Kl[keep], Kr[keep]]
-            B += [self.mu[keep], self.mu[keep]]
-            Wt += [sw[keep], -sw[keep]]
-        return np.concatenate(A), np.concatenate(B), np.concatenate(Wt)
+            sw = np.broadcast_to(self.signed(w) * self.util_scale, (k, self.centres.shape[0]))
+            keep = np.flatnonzero(sw.any(axis=0))
+            su = sw[:, keep] if h is None else sw[:, keep] * h[:, keep]
+            A += [Kl[:, keep], Kr[:, keep]]
+            B += [mu_pl[keep], mu_pl[keep]]
+            Wt += [su, -su]
+        return np.concatenate(A, axis=1), np.concatenate(B), np.concatenate(Wt, axis=1)
 
     def context_terms(self, u: np.ndarray, xi_w: np.ndarray):
         """(A (M, p), B (M, p), W (M,)) of the context game ν_{S'}(u, x^ℓ, x^r) = Σ_m α_m Ξ_m Γ^U_{S'}(u_m, u)
