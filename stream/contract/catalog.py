@@ -31,13 +31,9 @@ class ItemCatalog:
 
     def __init__(self) -> None:
         self._items: dict[str, dict[str, float]] = {}
-        self._version = 0
-
-    @property
-    def version(self) -> int:
-        """Changes counted since creation (every upsert and delete): arrays built from the catalog are cached
-        by it (:func:`stream.contract.arrays.reference_items`)."""
-        return self._version
+        #: grows with every change (upsert or delete): arrays built from the catalog are cached by it
+        #: (:func:`stream.contract.arrays.reference_items`)
+        self.version = 0
 
     def upsert(self, record: Mapping[str, Any]) -> None:
         """Insert, replace or (``features`` None) delete one item.
@@ -58,7 +54,7 @@ class ItemCatalog:
         except (KeyError, TypeError):
             raise DeadLetter("missing_field", "An item-catalog record needs 'item_id'.") from None
         feats = record.get("features")
-        self._version += 1
+        self.version += 1
         if feats is None:
             self._items.pop(item_id, None)
         else:
@@ -66,7 +62,7 @@ class ItemCatalog:
 
     def delete(self, item_id: str) -> None:
         """Remove an item (a Kafka tombstone on the item topic); no error if absent."""
-        self._version += 1
+        self.version += 1
         self._items.pop(item_id, None)
 
     def get(self, item_id: str) -> dict[str, float]:
