@@ -156,7 +156,7 @@ def product_value_function(A, B, W) -> Callable[[np.ndarray], np.ndarray]:
     Examples
     --------
     >>> nu = product_value_function([[2.0, 3.0]], [[1.0, 1.0]], [1.0])
-    >>> nu(all_coalitions(2)).tolist()
+    >>> nu(all_coalitions(2)).round(12).tolist()
     [1.0, 2.0, 3.0, 6.0]
     """
     from explainers.prefshap.product import product_game_values

@@ -144,7 +144,7 @@ def product_game_values(A: np.ndarray, B: np.ndarray, W: np.ndarray, masks: np.n
     Examples
     --------
     >>> A = np.array([[2.0, 3.0]]); B = np.array([[1.0, 1.0]])
-    >>> product_game_values(A, B, np.array([1.0]), np.array([[0, 0], [1, 0], [0, 1], [1, 1]], bool)).tolist()
+    >>> product_game_values(A, B, np.array([1.0]), np.array([[0, 0], [1, 0], [0, 1], [1, 1]], bool)).round(12).tolist()
     [1.0, 2.0, 3.0, 6.0]
     """
     tiny = np.finfo(np.float64).tiny
