@@ -291,3 +291,14 @@ def test_the_front_pages_are_short_and_lose_nothing():
     assert "## Why Faust went" in hist and "4,276 events/s" in hist
     arch = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert "## Layout" in arch and "Why there is no single `prefstream` import name" in arch
+
+
+def test_a_reused_report_folder_starts_a_fresh_learning_curve(tmp_path):
+    # the learner appends to progress_log: a second `make demo` into reports/demo read both runs' points
+    from stream.demo.run import _fresh
+    from stream.demo.summary import read_curve
+
+    log = tmp_path / "learning_curve.jsonl"
+    log.write_text(json.dumps({"events": 4, "model": "capacity", "accuracy": 0.5, "roc_auc": 0.5}) + "\n")
+    assert _fresh(log) == log and not log.exists() and read_curve(log) is None
+    assert _fresh(log) == log  # nothing there: fine

@@ -325,6 +325,13 @@ def _create_topics(run: _Run, boot: str, input_partitions: int) -> None:
     bk.create_topics(boot, specs, client_options={k: v for k, v in run.opts.items() if k != "client_id"})
 
 
+def _fresh(path: Path) -> Path:
+    """``path`` with no file there (the learner appends to it: a report folder reused by a second
+    demo must not carry the first run's learning curve)."""
+    path.unlink(missing_ok=True)
+    return path
+
+
 def _write_config(run: _Run, boot: str, plan: _Plan, snapshot_every_events: int) -> Path:
     """The workers' settings file; a SASL password goes to the environment, never to disk."""
     opts, tmp = run.opts, Path(run.tmp.name)
@@ -341,7 +348,7 @@ def _write_config(run: _Run, boot: str, plan: _Plan, snapshot_every_events: int)
         "explain_sample_rate": float(plan.sample_rate),
         "state_dir": str(tmp / "state"),
         # the learner's own learning curve (its progressive metrics at event counts; the summary's "progress")
-        "progress_log": str(run.workers.log_dir / "learning_curve.jsonl"),
+        "progress_log": str(_fresh(run.workers.log_dir / "learning_curve.jsonl")),
         "log_level": "WARNING",
     }
     values.update(clickeval.demo_settings(plan.ds))  # click_* settings for click logs (stream/clickeval.py)
