@@ -214,3 +214,11 @@ def test_grouped_product_terms_are_the_feature_game_on_groups():
     feats = product_value_function(*ps.product_terms(X[1], X[2]))
     C = all_coalitions(4)
     np.testing.assert_allclose(grouped(C), feats((C.astype(int) @ member.astype(int)) > 0), rtol=0, atol=1e-12)
+
+
+def test_concat_baseline_refuses_the_product_marginal_value_function():
+    from learners.exceptions import InvalidInputError
+
+    X, _, m = _fit("gpm", 3, M=10)
+    with pytest.raises(InvalidInputError, match="value_function='observational'"):
+        PrefSHAP(m, reference_items=X, value_function=PM).explain_concat_duels(X[:2], X[2:4])
