@@ -16,6 +16,7 @@ import pytest
 
 from explainers._coalitions import all_coalitions, exact_shapley
 from explainers.prefshap import PrefSHAP
+from explainers.distributional import product_value_function
 from explainers.prefshap.product import product_game_shapley, product_game_values
 from learners.gpm import CGPM, GPM, UPM
 
@@ -191,3 +192,33 @@ def test_product_game_with_zero_factors_matches_enumeration():
     v = product_game_values(A, B, W, all_coalitions(d))
     np.testing.assert_allclose(phi, exact_shapley(v, d), rtol=0, atol=1e-12)
     np.testing.assert_allclose([full, empty], [v[-1], v[0]], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2, 5, 9])
+def test_product_game_table_equals_coalition_values(d):
+    from explainers.prefshap.product import product_game_table
+
+    rng = np.random.default_rng(d)
+    A, B, W = rng.uniform(0, 1, (40, d)), rng.uniform(0, 1, (40, d)), rng.normal(size=40)
+    np.testing.assert_allclose(product_game_table(A, B, W), product_game_values(A, B, W, all_coalitions(d)),
+                               rtol=0, atol=1e-12)
+
+
+def test_grouped_product_terms_are_the_feature_game_on_groups():
+    """product_terms on players (groups): the same value function as the features' with whole groups switched."""
+    d = 7
+    X, _, m = _fit("gpm", d, c=1.0, M=20)
+    ps = PrefSHAP(m, reference_items=X, value_function=PM)
+    member = np.array([[1, 1, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0, 1]], bool)
+    grouped = product_value_function(*ps.product_terms(X[1], X[2], member=member))
+    feats = product_value_function(*ps.product_terms(X[1], X[2]))
+    C = all_coalitions(4)
+    np.testing.assert_allclose(grouped(C), feats((C.astype(int) @ member.astype(int)) > 0), rtol=0, atol=1e-12)
+
+
+def test_concat_baseline_refuses_the_product_marginal_value_function():
+    from learners.exceptions import InvalidInputError
+
+    X, _, m = _fit("gpm", 3, M=10)
+    with pytest.raises(InvalidInputError, match="value_function='observational'"):
+        PrefSHAP(m, reference_items=X, value_function=PM).explain_concat_duels(X[:2], X[2:4])

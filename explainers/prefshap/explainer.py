@@ -171,9 +171,10 @@ class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines, _ExactTasks):
             self._product_model = _ProductModel(self._p, self._ref, self._ref_u)
         return self._product_model
 
-    def product_terms(self, xl, xr, u=None):
-        """The product-game terms (A (T, d), B (T, d), W (T,)) of ν_S(x^ℓ, x^r[, u]) for one duel (raw units):
-        ν_S = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj (:mod:`explainers.prefshap.product`). A C-GPM without ``u``
+    def product_terms(self, xl, xr, u=None, member=None):
+        """The product-game terms (A (T, n), B (T, n), W (T,)) of ν_S(x^ℓ, x^r[, u]) for one duel (raw units):
+        ν_S = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj (:mod:`explainers.prefshap.product`), on the features, or on the
+        players of ``member`` (n, d) bool (groups of features: products of their factors). A C-GPM without ``u``
         is explained through ḡ = E_U g_U, as :meth:`explain_duels`."""
         d = len(self._p.feature_names)
         XL = _check_matrix("XL", xl, d); XR = _check_matrix("XR", xr, d)
@@ -181,7 +182,9 @@ class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines, _ExactTasks):
         W = self._context_weights(self._engine(), U).cpu().numpy()
         xls = np.asarray(self._p.transform(XL), float)[0]
         xrs = np.asarray(self._p.transform(XR), float)[0]
-        return self._product().item_terms(xls, xrs, W.reshape(-1))
+        if member is not None and member.shape[0] == d and np.all(member == np.eye(d, dtype=bool)):
+            member = None
+        return self._product().item_terms(xls, xrs, W.reshape(-1), member)
 
     def _subsample(self, R: np.ndarray) -> np.ndarray:
         if R.shape[0] > self.max_reference:

@@ -156,6 +156,34 @@ def product_game_values(A: np.ndarray, B: np.ndarray, W: np.ndarray, masks: np.n
     return E @ np.asarray(W, dtype=np.float64).reshape(-1)
 
 
+def product_game_table(A: np.ndarray, B: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """v(S) for all 2^d coalitions, row i the coalition whose bit j is player j (the order of
+    :func:`explainers._coalitions.all_coalitions`): ndarray (2^d,).
+
+    Meet in the middle: the products over the first h players for each of their 2^h coalitions (built by
+    doubling: the coalitions without player j times b_j, then with it times a_j), the same for the other
+    d − h, and v = (left ⊙ W) · rightᵀ, one matrix product over the terms: 2^d · T multiply-adds in BLAS
+    and no exponentials.
+
+    Examples
+    --------
+    >>> product_game_table(np.array([[2.0, 3.0]]), np.array([[1.0, 1.0]]), np.array([1.0])).tolist()
+    [1.0, 2.0, 3.0, 6.0]
+    """
+    T, d = A.shape
+
+    def half(cols):
+        table = np.ones((1, T))
+        for j in cols:
+            table = np.concatenate([table * B[:, j], table * A[:, j]])
+        return table                                                   # (2^len(cols), T)
+
+    h = d // 2
+    low, high = half(range(h)), half(range(h, d))
+    V = (low * np.asarray(W, dtype=np.float64).reshape(1, -1)) @ high.T   # V[s_low, s_high]
+    return V.T.reshape(-1)                                             # code = s_low + 2^h · s_high
+
+
 def marginal_means(ref: np.ndarray, centres: np.ndarray, ls: np.ndarray) -> np.ndarray:
     """μ_j(c_uj) = (1/n) Σ_i exp(−(z_ij − c_uj)² / (2 ℓ_j²)) for each centre row: ndarray (M_u, d).
 

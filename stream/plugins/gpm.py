@@ -154,6 +154,10 @@ def _prefshap_for(learner, ctx, value_function: str = STREAM_VALUE_FUNCTION):
     return model, ps, b
 
 
+#: Largest table (terms × 2^players floats) the Bernoulli values build by doubling (32 MiB).
+_TABLE_FLOATS = 1 << 22
+
+
 def _outcome(examples):
     """Outcomes in {+1, −1, 0}; Pref-SHAP orients decided duels winner-vs-loser and leaves ties left-right."""
     return np.array([ex.outcome for ex in examples], dtype=np.float64)
@@ -198,12 +202,14 @@ def gpm_bernoulli(learner, examples, ctx) -> Explanation:
 
     The value function is Pref-SHAP's product-marginal one, ν_S = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj, each
     coalition in O(T·d) from the duel's product-game terms
-    (:func:`explainers.distributional.product_value_function`): no table of Pref-SHAP's is shared or waited
-    for. Players are the budget's (one-hot groups beyond ``exact_players``); exact enumeration within the
+    (:func:`explainers.distributional.product_value_function`; under exact enumeration all 2^players
+    values at once, :func:`explainers.prefshap.product.product_game_table`): no table of Pref-SHAP's is shared
+    or waited for. Players are the budget's (one-hot groups beyond ``exact_players``); exact enumeration within the
     budget, else the stratified estimator with the target standard error and seed-0 draws per event, so a
     batch equals one call per event to 1e-9.
     """
-    from explainers.distributional import explain_preference, product_value_function
+    from explainers.distributional import explain_preference, product_value_function, table_value_function
+    from explainers.prefshap.product import product_game_table
 
     model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, U = _duel_arrays(model, examples)
@@ -211,8 +217,11 @@ def gpm_bernoulli(learner, examples, ctx) -> Explanation:
     opts = dist_options(len(pl), b)
     out = []
     for k, ex in enumerate(examples):
-        terms = ps.product_terms(XL[k], XR[k], None if U is None else U[k])
-        nu = on_features(product_value_function(*terms), member)
+        A, B, W = ps.product_terms(XL[k], XR[k], None if U is None else U[k], member)     # factors per player
+        if opts["method"] == "exact" and (A.shape[0] << len(pl)) <= _TABLE_FLOATS:
+            nu = table_value_function(product_game_table(A, B, W))        # every coalition, by doubling
+        else:
+            nu = product_value_function(A, B, W)
         out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
                                       instance_id=ex.event_id, **opts))
     return with_budgets(Explanation.concat(out), b)
