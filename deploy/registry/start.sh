@@ -50,8 +50,12 @@ flock -w 300 9 || die "could not take $REGISTRY_HOME/lifecycle.lock within 300 s
 T_START=$SECONDS
 
 if pid="$(registry_running_pid)"; then
-  log "already running (pid $pid) at $REGISTRY_URL"
-  echo "$REGISTRY_URL"; exit 0
+  if registry_answers; then
+    log "already running (pid $pid) at $REGISTRY_URL"
+    echo "$REGISTRY_URL"; exit 0
+  fi
+  # e.g. one started on another PREFSTREAM_REGISTRY_PORT with the same run dir, or still starting
+  die "the registry of $REGISTRY_PID_FILE (pid $pid) does not answer at $REGISTRY_URL: stop it (deploy/registry/stop.sh with its port), or give this one its own PREFSTREAM_REGISTRY_RUN"
 fi
 rm -f "$REGISTRY_PID_FILE"
 if registry_answers; then
