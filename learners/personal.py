@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 
 #: Longest person id (characters), as the event contract's ``user_id``.
 MAX_USER_ID = 512
+#: :meth:`PersonalLearner._learn_people` steps a round of people together down to this many rows
+_MIN_ROUND = 8
 
 
 def rda_deviation(G: np.ndarray, T, l1, l2, gamma, Q: np.ndarray | None = None) -> np.ndarray:
@@ -498,7 +500,11 @@ class PersonalLearner(PreferenceLearner):
         self._pop.learn_one(x_left, x_right, y, context, weight)
 
     def _learn_people(self, XL, XR, Y, W, user_ids) -> None:
-        """The people's RDA steps for one block, at the population's current state (rows in order)."""
+        """The people's RDA steps for one block, at the population's current state.
+
+        Each person's rows are taken in their order; people are independent, so the k-th row of every
+        person in the block is stepped together (one vectorised round per occurrence).
+        """
         sel = [i for i, u in enumerate(user_ids) if u is not None]
         if not sel:
             return
@@ -506,27 +512,73 @@ class PersonalLearner(PreferenceLearner):
         Z = self._z(XL[sel_a], XR[sel_a])                                # raises on bad input before any change
         g0 = np.asarray(self._pop.margin_many(XL[sel_a], XR[sel_a]), dtype=np.float64)
         p, k = self._people, self._k
+        rows = np.empty(len(sel), dtype=np.int64)
+        occ = np.empty(len(sel), dtype=np.int64)
+        seen: dict = {}
         for j, i in enumerate(sel):
             u = user_ids[i]
-            r = p.row(u)
-            if r is None:
-                r = self._row(u)
+            slot = seen.get(u)
+            if slot is None:
+                r = p.row(u)
                 if r is None:
-                    r = p.row(u, create=True)
-            z = Z[j]
+                    r = self._row(u)
+                    if r is None:
+                        r = p.row(u, create=True)
+                slot = seen[u] = [r, 0]
+            rows[j] = slot[0]
+            occ[j] = slot[1]
+            slot[1] += 1
+        Yf = np.asarray(Y, dtype=np.float64)[sel_a]
+        Wf = np.asarray(W, dtype=np.float64)[sel_a]
+        for o in range(int(occ.max()) + 1):
+            js = np.flatnonzero(occ == o)
+            if len(js) < _MIN_ROUND:  # few people left with more rows: the rest row by row, in order
+                self._step_rows(np.flatnonzero(occ >= o), rows, Z, g0, Yf, Wf)
+                break
+            r = rows[js]
+            Zj = Z[js]
             delta = self._delta(p.G[r], p.T[r])
-            g = g0[j] + float(z @ delta)
-            c = float(self._coef(np.array([g]), Y[i:i + 1])[0]) * float(W[i])
-            if c:
-                if self.person_adaptive:
-                    g = c * z
-                    p.G[r, :k] += g
-                    p.G[r, k:] += g * g
-                else:
-                    p.G[r] += c * z
-            p.T[r] += float(W[i])
+            g = g0[js] + np.einsum("ij,ij->i", Zj, delta)
+            gz = (self._coef(g, Yf[js]) * Wf[js])[:, None] * Zj
+            if self.person_adaptive:
+                p.G[r, :k] += gz
+                p.G[r, k:] += gz * gz
+            else:
+                p.G[r] += gz
+            p.T[r] += Wf[js]
             p.N[r] += 1
-            self._touched.add(u)
+        self._touched.update(seen)
+
+    def _step_rows(self, js, rows, Z, g0, Yf, Wf) -> None:
+        """:meth:`_learn_people`'s rounds one row at a time (the same arithmetic, fewer numpy calls)."""
+        from learners.capacity_solvers import clip_into
+
+        p, k = self._people, self._k
+        l1v, l2v, gv, adaptive = self._l1v, self._l2v, self._gv, self.person_adaptive
+        buf = np.empty(k)
+        for j in js.tolist():
+            r = int(rows[j])
+            t = float(p.T[r])
+            z = Z[j]
+            if t > 0:
+                G = p.G[r, :k]
+                thr = l1v * t
+                np.subtract(G, clip_into(G, -thr, thr, buf), out=buf)
+                den = (gv * np.sqrt(p.G[r, k:]) if adaptive else gv * math.sqrt(t)) + l2v * t
+                d = np.divide(-buf, den, out=np.zeros(k), where=den > 0) + 0.0
+                d = self._effective(d)
+                g = g0[j] + float(z @ d)
+            else:
+                g = g0[j]
+            c = float(self._coef(np.array([g]), Yf[j:j + 1])[0]) * Wf[j]
+            gz = c * z
+            if adaptive:
+                p.G[r, :k] += gz
+                p.G[r, k:] += gz * gz
+            else:
+                p.G[r] += gz
+            p.T[r] += Wf[j]
+            p.N[r] += 1
 
     def learn_many(self, X_left, X_right, y, context=None, weight=None, user_ids=None) -> None:
         """Learn a batch in blocks of ``block`` rows (see the module docstring).

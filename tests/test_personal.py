@@ -249,3 +249,19 @@ def test_a_monotone_population_keeps_every_person_a_capacity():
         np.testing.assert_allclose(m.person_mobius(u), m.mobius + m._effective(m._delta(m._people.G[m._people.row(u)],
                                                                                         m._people.T[m._people.row(u)])),
                                    rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_the_vectorised_rounds_equal_the_row_by_row_steps(adaptive, monkeypatch):
+    """A block's people stepped together per occurrence equal the same rows stepped one by one (rtol 1e-12)."""
+    import learners.personal as lp
+
+    XL, XR, y, users = _stream(n=400, people=12)
+    states = []
+    for min_round in (1, 10 ** 9):
+        monkeypatch.setattr(lp, "_MIN_ROUND", min_round)
+        m = CapacityPersonal(CRIT, person_adaptive=adaptive, person_interaction=0.5)
+        m.learn_many(XL, XR, y, user_ids=users)
+        states.append(m.state_dict())
+    for k in ("people_G", "people_T", "people_N"):
+        np.testing.assert_allclose(states[0]["arrays"][k], states[1]["arrays"][k], rtol=1e-12, atol=1e-15)
