@@ -146,3 +146,14 @@ def test_prefstream_evaluate_prints_the_table_and_refuses_a_file_without_people(
     q.write_text("".join(json.dumps({k: v for k, v in ev.items() if k != "user_id"}) + "\n" for ev in ds.to_events()))
     res = CliRunner().invoke(app, ["evaluate", str(q)])
     assert res.exit_code == 1 and "no user_id" in res.output and "Traceback" not in res.output
+
+
+def test_an_explain_request_may_name_the_person():
+    from stream.contract import parse_explain_request
+
+    r = parse_explain_request(b'{"request_id": "q1", "model": "capacity-personal", "user_id": "ann", '
+                              b'"left": {"x": 1}, "right": {"x": 2}}')
+    assert r.example.user_id == "ann"
+    assert parse_explain_request(b'{"request_id": "q2", "left": {"x": 1}, "right": {"x": 2}}').example.user_id is None
+    with pytest.raises(DeadLetter):
+        parse_explain_request(b'{"request_id": "q3", "user_id": "", "left": {"x": 1}, "right": {"x": 2}}')

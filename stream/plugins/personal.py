@@ -23,6 +23,7 @@ indices minus the population's. Every record names the person (``user_id``, top 
 from __future__ import annotations
 
 from learners.exceptions import InvalidInputError
+from stream.plugins.budgets import capped
 from stream.plugins.common import construct
 
 __all__ = ["capacity_personal_factory", "linear_personal_factory", "merge_personal", "person_capacity_interaction",
@@ -152,6 +153,7 @@ def _person_explanations(learner, examples, ctx, deviation: bool, interaction: b
     return e
 
 
+@capped(max_batch=4096, budget_s=2.0, step=4096)
 def person_capacity_shapley(learner, examples, ctx):
     """Shapley importance of the person's capacity m + δ_u, one record per event (the population's for an event
     without a held person, ``personalized: false``); ``extra`` names the person (``user_id``) and their state's
@@ -159,17 +161,20 @@ def person_capacity_shapley(learner, examples, ctx):
     return _person_explanations(learner, examples, ctx, deviation=False, interaction=False)
 
 
+@capped(max_batch=4096, budget_s=2.0, step=4096)
 def person_capacity_interaction(learner, examples, ctx):
     """Shapley interaction indices I_ij of the person's m + δ_u (``extra["interactions"]``, ``extra["pairs"]``)."""
     return _person_explanations(learner, examples, ctx, deviation=False, interaction=True)
 
 
+@capped(max_batch=4096, budget_s=2.0, step=4096)
 def person_deviation_shapley(learner, examples, ctx):
     """How the person differs: the Shapley importance of δ_u alone (φ(m + δ_u) − φ(m), by linearity); zeros for a
     person not held. Method ``capacity-shapley-deviation``."""
     return _person_explanations(learner, examples, ctx, deviation=True, interaction=False)
 
 
+@capped(max_batch=4096, budget_s=2.0, step=4096)
 def person_deviation_interaction(learner, examples, ctx):
     """The interaction indices of δ_u alone (I(m + δ_u) − I(m)). Method ``capacity-interaction-deviation``."""
     return _person_explanations(learner, examples, ctx, deviation=True, interaction=True)
