@@ -8,6 +8,7 @@ Commands::
     prefstream serve                         HTTP rank / compare / explain API on the live models
     prefstream replay FILE                   send a CSV/JSONL file as contract records
     prefstream tail                          follow explanation records
+    prefstream evaluate FILE                 hold out each person's last visit: NDCG@k, HR@k, AUC per model
     prefstream demo                          the end-to-end demo (stream.demo)
     prefstream report --run-dir DIR          rebuild a run's HTML report
 
@@ -259,6 +260,8 @@ def replay_cmd(
     kind: str = typer.Option("preference", "--kind", help="preference, click or item."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Destination (default: the settings' topic for the kind)."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Events per second (default: as fast as possible)."),
+    key: str = typer.Option("event", "--key", help="Record key: event (the record's id) or user (its user_id, "
+                                                   "so one person's events stay on one partition, in order)."),
     config: Optional[str] = ConfigOpt,
     bootstrap: Optional[str] = BootstrapOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
@@ -276,6 +279,9 @@ def replay_cmd(
     dest = topic or {"preference": s.topic_preferences, "click": s.topic_clicks, "item": s.topic_items}.get(kind)
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
+        raise typer.Exit(2)
+    if key not in ("event", "user"):
+        typer.echo(f"error: --key must be event or user; got {key!r}.", err=True)
         raise typer.Exit(2)
     fmt = fmt or {"preference": s.format_preferences, "click": s.format_clicks, "item": s.format_items}[kind]
     if fmt not in ("json", "avro", "jsonschema"):
@@ -303,7 +309,7 @@ def replay_cmd(
         if wire is not None:
             wire.writer_id()  # registered before the first record (an incompatible schema: one line, nothing sent)
         res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts,
-                     wire=wire)
+                     wire=wire, key=key)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -415,6 +421,34 @@ def run_cmd(
         typer.echo(f"error: {', '.join(map(repr, idle))} learned no record (exit status {EXIT_NOTHING_LEARNED}): {why}.",
                    err=True)
         raise typer.Exit(EXIT_NOTHING_LEARNED)
+
+
+# ------------------------------------------------------------------------------ evaluate
+@app.command("evaluate")
+def evaluate_cmd(
+    file: str = typer.Argument(..., help="Preference events with user_id: .csv (replay layout) or .jsonl."),
+    models: str = typer.Option("capacity,capacity-personal", "--models", "-m", help="Comma-separated model names."),
+    k: int = typer.Option(10, "--k", help="Cut-off of NDCG@k and HR@k."),
+    config: Optional[str] = ConfigOpt,
+    set_: Optional[List[str]] = SetOpt,
+    param: Optional[List[str]] = ParamOpt,
+):
+    """Hold out each person's last visit or choice, learn the rest, print NDCG@k, HR@k and AUC per model and popularity."""
+    from stream.evaluation import evaluate_file, format_table
+
+    if k < 1:
+        typer.echo(f"error: --k must be a positive integer; got {k}.", err=True)
+        raise typer.Exit(2)
+    s = _settings(config, _with_params(config, _parse_sets(set_), param))
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    try:
+        res, info = evaluate_file(file, s, names, k=k)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"pairs={info['pairs']} held_out={info['held_out']} people={info['people']} (each person's last "
+               "visit or choice held out)")
+    typer.echo(format_table(res, k))
 
 
 # ------------------------------------------------------------------------------ demo
