@@ -395,6 +395,8 @@ def demo_cmd(
     models: Optional[str] = typer.Option(None, "--models", "-m", help="Comma-separated model names."),
     bootstrap: Optional[str] = BootstrapOpt,
     keep_broker: bool = typer.Option(False, "--keep-broker", help="Leave a broker the demo started running."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the run's topics (and a broker the demo started) and print "
+                                                    "the `prefstream serve` command that serves its models."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Directory holding the data set (default $PREFSTREAM_DATA_DIR or ../shared/data)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar while replaying."),
 ):
@@ -419,8 +421,10 @@ def demo_cmd(
               "models": [m.strip() for m in models.split(",") if m.strip()] if models else None}
     kwargs["data_dir"] = data_dir
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    if keep_broker:
+    if keep_broker or keep:
         kwargs["keep_broker"] = True
+    if keep:
+        kwargs["keep_topics"] = True
     if not progress:
         kwargs["progress"] = False
     try:
