@@ -10,6 +10,7 @@ Commands::
     prefstream tail                          follow explanation records
     prefstream demo                          the end-to-end demo (stream.demo)
     prefstream report --run-dir DIR          rebuild a run's HTML report
+    prefstream dead-letters [--redrive]      summarise / export / re-drive the dead-letter topic
 
 Configuration precedence, highest first: command-line flags (including ``--set key=value`` and
 ``--param model.parameter=value``, merged into ``model_params``) >
@@ -454,6 +455,12 @@ def report_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(str(path))
+
+
+# ------------------------------------------------------------------------------ dead letters
+from stream.cli_dead_letters import dead_letters_cmd  # noqa: E402
+
+app.command("dead-letters")(dead_letters_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:
