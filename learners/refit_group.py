@@ -9,7 +9,8 @@ partitions (the learner worker) refits them **as one**:
 * **Trigger** (:func:`group_wants_refit`): the triggers of :class:`~learners.refit.RefittingGPM`, counted
   over the group — ``min_train`` strict pairs stored in all windows together, ``refit_every`` events
   learned by all members since the last refit, the time trigger or an ADWIN drift flag of any member; and
-  a member without a model, or members holding different fits (restored after a rebalance).
+  members holding different fits (restored after a rebalance). A member that starts learning after the
+  group's fit takes that fit at once (:func:`group_adopt`), without a refit.
 * **Fit** (:func:`group_refit_begin`): one job on the union of the windows. At most ``window_size`` pairs
   are taken (the most recent share of each sliding window, in proportion to its length), and the rows
   are put in a canonical order (lexicographic on the pair), so that the same stored pairs give the same
@@ -34,7 +35,7 @@ import numpy as np
 
 from learners.refit_jobs import fit_job
 
-__all__ = ["compatible", "group_refit", "group_refit_abort", "group_refit_begin", "group_refit_finish",
+__all__ = ["compatible", "group_adopt", "group_refit", "group_refit_abort", "group_refit_begin", "group_refit_finish",
            "group_wants_refit", "supports_group"]
 
 
@@ -64,7 +65,7 @@ def group_wants_refit(members: Sequence) -> bool:
         return False
     if all(m.model is None for m in members):
         return True
-    if any(m.model is None and m.n_window for m in members) or len(_fit_ids(members)) > 1:
+    if len(_fit_ids(members)) > 1:
         return True
     if ref.refit_every is not None and sum(m._since for m in members) >= ref.refit_every:
         return True
@@ -72,6 +73,29 @@ def group_wants_refit(members: Sequence) -> bool:
                                                 for m in members):
         return True
     return any(m._drift_flag for m in members)
+
+
+def group_adopt(members: Sequence) -> list[int]:
+    """Give every member without a model (and no refit running) the group's newest fit; their indices.
+
+    The newest fit is the model of the member with the highest model version. Each adopting member
+    counts it as its next version, as a refit would.
+    """
+    fitted = [m for m in members if m.model is not None]
+    if not fitted:
+        return []
+    ref = max(fitted, key=lambda m: m.model_version).model
+    out = []
+    for k, m in enumerate(members):
+        if m.model is None and not m._refitting:
+            model = copy.copy(ref)
+            with m._lock:
+                model.model_version = m._version + 1
+                m._model = model
+                m._version += 1
+                m._adwin = m._new_adwin()
+            out.append(k)
+    return out
 
 
 def _canonical(XL, XR, U, y):

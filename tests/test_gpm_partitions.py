@@ -165,3 +165,71 @@ def test_the_learner_core_refits_its_partitions_as_one():
     assert len({m.fit_id for m in models}) == 1
     assert models[0].n_train_ == pytest.approx(0.9 * 120, abs=2)   # the union's 120 pairs at the trigger
     assert all(st.force for st in srcs)                             # every source publishes the new fit
+
+
+# ----------------------------------------------------------------------------- real broker, worker and server
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+def test_three_partitions_serve_one_fit_of_the_whole_stream_and_report_it(kafka_bootstrap, kafka_options, tmp_path):
+    """A real learner worker on a 3-partition topic and a real ``prefstream serve``: /v1/models reports every
+    event, and /v1/compare is the fit of all of them — the same model an in-process learner fits on the
+    same events through one partition (float32 snapshot arrays: 1e-5)."""
+    import json
+
+    from tests.test_serve import Server
+    from tests.test_workers_kafka import Stack, pref_event
+
+    n = 240
+    params = {"gpm": {"min_train": n, "refit_every": None, "drift": False, "model_params": FAST}}
+    stack = Stack(kafka_bootstrap, kafka_options, tmp_path, partitions=3)
+    srv = None
+    try:
+        rng = np.random.default_rng(5)
+        evs = [pref_event(i, rng) for i in range(n)]
+        stack.start("learn", "--models", "gpm", PREFSTREAM_MODEL_PARAMS=json.dumps(params),
+                    PREFSTREAM_FEATURE_NAMES="a,b,c")
+        srv = Server(stack.env(PREFSTREAM_SERVE_MODELS="gpm"), tmp_path)
+        stack.send("preferences", evs)
+
+        def served():
+            ms = {m["model"]: m for m in srv.client.get("/v1/models").json()["models"]}
+            g = ms.get("gpm")
+            return g if g and g["ready"] and g["examples_seen"] == n and len(g["source_versions"]) >= 3 else None
+
+        g = stack.wait(served, 240, "/v1/models to report the refitted gpm on every event", poll=1.0)
+        parts = {k: s for k, s in stack.snapshots().items() if k.startswith("gpm@") and "preferences" in k}
+        assert len(parts) == 3 and all(s["training_count"] > 0 for s in parts.values())   # all 3 partitions used
+        assert sum(s["training_count"] for s in parts.values()) == g["examples_seen"] == n
+        # the oracle: one learner, all events, one partition
+        one = learner(min_train=n)
+        rows = [json.loads(v) for _, v in evs]
+        XL = np.array([[r["left"]["features"][f] for f in "abc"] for r in rows])
+        XR = np.array([[r["right"]["features"][f] for f in "abc"] for r in rows])
+        one.learn_many(XL, XR, np.array([r["outcome"] for r in rows]))
+        group_refit([one])
+        A, B, _ = events(8, seed=11)
+        want = one.model.predict_proba(A, B)
+        for a, b, p in zip(A, B, want):
+            body = {"model": "gpm", "left": {"features": dict(zip("abc", map(float, a)))},
+                    "right": {"features": dict(zip("abc", map(float, b)))}}
+            out = srv.client.post("/v1/compare", json=body)
+            assert out.status_code == 200, out.text
+            assert out.json()["probability"] == pytest.approx(p, abs=1e-5)
+    finally:
+        if srv is not None:
+            srv.close()
+        stack.close()
+
+
+def test_a_partition_that_starts_after_the_fit_adopts_it_without_a_refit():
+    from learners.refit_group import group_adopt
+
+    XL, XR, y = events(200)
+    a, b = split(XL, XR, y, 2)
+    late = learner()
+    group_refit([a, b])
+    late.learn_many(XL[:5], XR[:5], y[:5])
+    assert group_adopt([a, b, late]) == [2]
+    assert late.model.fit_id == a.model.fit_id and late.model_version == 1
+    assert not group_wants_refit([a, b, late])            # one fit: nothing to do until the triggers say so
+    assert group_adopt([a, b, late]) == []

@@ -146,27 +146,35 @@ class RefitScheduling:
         fut.add_done_callback(done)
 
     def _group_of(self, name: str, slot: ModelSlot) -> list[tuple[SourceState, ModelSlot]]:
-        """Every source of this worker holding a learner of ``name`` that can share ``slot``'s fit."""
+        """Every source of this worker holding a learner of ``name`` that can share ``slot``'s fit and has
+        learned (or holds a model): a partition that never received an event (e.g. an idle click topic)
+        stays out, and publishes nothing."""
         from learners.refit_group import compatible
 
         out = []
         for st in self.sources.values():
             other = st.slots.get(name)
-            if other is not None and (other is slot or compatible(other.learner, slot.learner)):
+            if other is not None and (other is slot or (compatible(other.learner, slot.learner) and
+                                                        (other.learner.n_seen > 0 or other.learner.model is not None))):
                 out.append((st, other))
         return out
 
     def _maybe_group_refit(self, name: str, slot: ModelSlot) -> None:
         """One refit of ``name`` over the windows of every partition this worker holds
         (:mod:`learners.refit_group`, issue 30 item 2): the served GPM is one fit of the whole stream."""
-        from learners.refit_group import (group_refit_abort, group_refit_begin, group_refit_finish,
+        from learners.refit_group import (group_adopt, group_refit_abort, group_refit_begin, group_refit_finish,
                                           group_wants_refit)
         from learners.refit_jobs import fit_job, fit_window
 
         group = self._group_of(name, slot)
+        learners = [sl.learner for _, sl in group]
+        for k in group_adopt(learners):   # a partition that joined after the fit serves it at once
+            st, sl = group[k]
+            if sl.guard is not None:
+                sl.guard.mark(sl.learner)
+            st.force = True
         if any(sl.refit_running for _, sl in group):
             return
-        learners = [sl.learner for _, sl in group]
         if not group_wants_refit(learners):
             return
         for _, sl in group:
