@@ -140,9 +140,13 @@ def test_kept_topics_are_served_by_the_printed_command(run, tmp_path):
     srv = Server({}, tmp_path, None, *cmd[2:])
     try:
         srv.wait(lambda: srv.client.get("/readyz").status_code == 200, 120, "/readyz 200 on the kept topics")
-        models = {m["model"]: m for m in srv.client.get("/v1/models").json()["models"]}
-        assert sorted(models) == ["capacity", "gpm"]
-        assert {m: models[m]["examples_seen"] for m in models} == summary["learned"]
+
+        def served():   # /readyz is 200 once each model loaded one snapshot; the rest follow within seconds
+            ms = {m["model"]: m["examples_seen"] for m in srv.client.get("/v1/models").json()["models"]}
+            return ms if ms == summary["learned"] else None
+
+        assert srv.wait(served, 60, "/v1/models to report every example learned", poll=0.5) == summary["learned"]
+        assert sorted(summary["learned"]) == ["capacity", "gpm"]
     finally:
         srv.close()
 
