@@ -59,6 +59,19 @@ def test_train_click_sessions_are_the_same_real_choices():
         assert ex.outcome == 1 and ex.left == chosen and ex.right == other
 
 
+def test_demo_keep_flag_keeps_the_topics_and_the_broker(monkeypatch):
+    import stream.demo
+    from stream.cli import main
+
+    got = {}
+    monkeypatch.setattr(stream.demo, "run_demo", lambda **kw: got.update(kw) or {"ok": True})
+    assert main(["demo", "--keep", "--max-events", "10"]) == 0
+    assert got["keep_topics"] is True and got["keep_broker"] is True and got["max_events"] == 10
+    got.clear()
+    assert main(["demo", "--max-events", "10"]) == 0
+    assert "keep_topics" not in got and "keep_broker" not in got
+
+
 def test_default_model_params_follow_the_data_set():
     from types import SimpleNamespace
 
