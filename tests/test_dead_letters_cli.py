@@ -157,3 +157,38 @@ def test_user_mistakes_are_one_line_and_exit_2(capsys, kafka_bootstrap, tmp_path
     dead = unique_topic("dl-dead")
     code, _, err = _cli(capsys, "dead-letters", "-b", kafka_bootstrap, "--topic", dead, "--to", str(tmp_path / "no" / "x"))
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: Cannot write")
+
+
+@pytest.mark.timeout(240)
+def test_a_real_learner_learns_the_redriven_events_once_their_items_exist(capsys, kafka_bootstrap, kafka_options, tmp_path):
+    """End to end: events naming items not yet in the catalog are dead-lettered (``unknown_item``) by a real
+    learner worker; once the items are published, ``--redrive`` sends them back and the worker learns each
+    once (the digest of learned event ids); a second redrive sends nothing."""
+    from tests.test_serve import item_records
+    from tests.test_workers_kafka import Stack, expected_digest
+
+    stack = Stack(kafka_bootstrap, kafka_options, tmp_path, partitions=2)
+    try:
+        ids = [f"late{i}" for i in range(6)]
+        evs = [(e, json.dumps({"schema_version": 1, "event_id": e, "timestamp": 1.7e9 + k,
+                               "left": {"id": f"i{k}"}, "right": {"id": f"i{k + 1}"}, "outcome": 1}).encode())
+               for k, e in enumerate(ids)]
+        stack.start("learn", "--models", "linear-bt", PREFSTREAM_FEATURE_NAMES="a,b,c")
+        stack.send("preferences", evs)
+        stack.wait(lambda: len([v for _, v in stack.read("dead_letters", 1.0) if v]) == 6, 120, "6 dead letters")
+        args = ["dead-letters", "-b", kafka_bootstrap, "--topic", stack.topics["dead_letters"], "--json"]
+        code, out, _ = _cli(capsys, *args)
+        s = json.loads(out)
+        assert code == 0 and [(g["reason"], g["count"]) for g in s["groups"]] == [("unknown_item", 6)]
+        stack.send("items", item_records(8))
+        time.sleep(2.0)   # the worker follows the catalog
+        code, out, _ = _cli(capsys, *args, "--redrive", "--reason", "unknown_item")
+        assert json.loads(out)["redrive"]["sent"] == 6
+        stack.wait(lambda: stack.totals("linear-bt") == (6, expected_digest(ids)), 120, "the redriven events learned")
+        code, out, _ = _cli(capsys, *args, "--redrive")
+        assert json.loads(out)["redrive"]["sent"] == 0 and json.loads(out)["redrive"]["already_redriven"] == 6
+        time.sleep(2.0)
+        assert stack.totals("linear-bt") == (6, expected_digest(ids))
+        assert len([v for _, v in stack.read("dead_letters", 1.0) if v]) == 6   # nothing failed again
+    finally:
+        stack.close()
