@@ -410,6 +410,8 @@ class _PairModel:
                 "n_train": int(self.n_train_), "penalty": float(self.penalty_), "multiplier": float(self.multiplier_),
                 "item_constant": float(getattr(self, "item_constant_", 0.0)),
                 "loss": self.loss, "val_auc": None if not np.isfinite(self.val_auc_) else float(self.val_auc_)}
+        if getattr(self, "fit_id", None):
+            meta["fit_id"] = str(self.fit_id)   # one fit shared by several learners (learners.refit_group)
         return {"meta": meta, "arrays": {k: np.asarray(v, dtype=dt) for k, v in arrays.items()}}
 
     @classmethod
@@ -440,6 +442,8 @@ class _PairModel:
                 raise SnapshotError(f"Bad item_constant {c!r} in a {kind!r} state.")
             m.loss = meta.get("loss", "logistic")
             m.val_auc_ = float("nan") if meta.get("val_auc") is None else float(meta["val_auc"])
+            if meta.get("fit_id"):
+                m.fit_id = str(meta["fit_id"])
         except SnapshotError:
             raise
         except (KeyError, TypeError, ValueError) as exc:

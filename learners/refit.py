@@ -405,14 +405,24 @@ class RefittingGPM(PreferenceLearner):
         a thread or another process, and :meth:`refit_finish` installs its result; call
         :meth:`refit_abort` if it fails. Learning goes on meanwhile.
         """
+        XL, XR, U, y, trigger = self._claim_window(chronological=False)
+        return self._job(XL, XR, U, y, trigger)
+
+    def _claim_window(self, chronological: bool) -> tuple:
+        """Start a refit: mark it running, copy the window (oldest first if ``chronological`` and
+        sliding), name the trigger and reset the triggers; ``(XL, XR, U, y, trigger)``."""
         with self._lock:
             self._refitting = True
-            XL, XR, U, y = self._window.copy()
+            XL, XR, U, y = self._window.arrays() if chronological else self._window.copy()
             trigger = ("first" if self._model is None else "drift" if self._drift_flag else
                        "count" if self.refit_every is not None and self._since >= self.refit_every else "time")
             self._since = 0
             self._drift_flag = False
             self._last_refit_t = time.monotonic()
+        return XL, XR, U, y, trigger
+
+    def _job(self, XL, XR, U, y, trigger: str, search: bool | None = None) -> dict:
+        """The picklable refit job of these pairs (model parameters from this learner and its current model)."""
         device = self._resolve_device()
         params = dict(DEFAULT_MODEL_PARAMS)
         params.update(self.model_params or {})
@@ -420,13 +430,14 @@ class RefittingGPM(PreferenceLearner):
         params["device"] = device
         params["seed"] = int(self.seed) + self._version
         model = self._model
-        search = model is None or trigger == "drift" or self._fixed_refits >= self.reselect_every - 1
+        if search is None:
+            search = model is None or trigger == "drift" or self._fixed_refits >= self.reselect_every - 1
         if not search:  # refit at the selected point (GPM.fit searches nothing when none is "auto")
             params.update(penalty=float(model.penalty_), lengthscale_multiplier=float(model.multiplier_),
                           item_constant=float(getattr(model, "item_constant_", 0.0)))
         return {"XL": XL, "XR": XR, "U": U, "y": y, "feature_names": self.feature_names_in,
                 "context_names": self.context_names if self._p else None, "params": params, "trigger": trigger,
-                "t0": time.perf_counter(), "device": device, "searched": search}
+                "t0": time.perf_counter(), "device": device, "searched": bool(search)}
 
     def refit_abort(self) -> None:
         """Forget a refit started with :meth:`refit_begin` that will not finish."""

@@ -11,6 +11,7 @@ Commands::
     prefstream evaluate FILE                 hold out each person's last visit: NDCG@k, HR@k, AUC per model
     prefstream demo                          the end-to-end demo (stream.demo)
     prefstream report --run-dir DIR          rebuild a run's HTML report
+    prefstream dead-letters [--redrive]      summarise / export / re-drive the dead-letter topic
 
 Configuration precedence, highest first: command-line flags (including ``--set key=value`` and
 ``--param model.parameter=value``, merged into ``model_params``) >
@@ -462,6 +463,8 @@ def demo_cmd(
     models: Optional[str] = typer.Option(None, "--models", "-m", help="Comma-separated model names."),
     bootstrap: Optional[str] = BootstrapOpt,
     keep_broker: bool = typer.Option(False, "--keep-broker", help="Leave a broker the demo started running."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the run's topics (and a broker the demo started) and print "
+                                                    "the `prefstream serve` command that serves its models."),
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Directory holding the data set (default $PREFSTREAM_DATA_DIR or ../shared/data)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar while replaying."),
 ):
@@ -486,8 +489,10 @@ def demo_cmd(
               "models": [m.strip() for m in models.split(",") if m.strip()] if models else None}
     kwargs["data_dir"] = data_dir
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    if keep_broker:
+    if keep_broker or keep:
         kwargs["keep_broker"] = True
+    if keep:
+        kwargs["keep_topics"] = True
     if not progress:
         kwargs["progress"] = False
     try:
@@ -517,6 +522,12 @@ def report_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(str(path))
+
+
+# ------------------------------------------------------------------------------ dead letters
+from stream.cli_dead_letters import dead_letters_cmd  # noqa: E402
+
+app.command("dead-letters")(dead_letters_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

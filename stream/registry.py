@@ -18,7 +18,9 @@ changes::
   partitions, ``parts`` being ``[(learner, training_count), ...]``. Without one,
   :func:`merge_learners` uses the learner's ``__iadd__`` if it has one (mergeable state, as
   ``river.stats.Mean.__iadd__``), else a count-weighted average of the floating-point state
-  arrays (parameter mixing), else the part with the largest training count.
+  arrays (parameter mixing), else the part with the largest training count. A merger that leaves
+  parts out sets ``examples_served`` (int) on the learner it returns: the training count of what it
+  holds, which the served model reports (``/v1/models`` ``examples_seen``; the default is every part's).
 * ``fn(learner, examples, ctx) -> Explanation`` explains a list of
   :class:`~stream.contract.PreferenceExample` with an :class:`ExplainContext`.
 
@@ -394,4 +396,9 @@ def merge_learners(model_name: str, parts: list) -> Any:
     except (PrefstreamError, ValueError, KeyError, TypeError) as exc:
         log.warning("merging %s by parameter averaging failed (%s); using the part with the most examples",
                     model_name, exc)
-        return max(parts, key=lambda p: p[1])[0]
+        import copy
+
+        best, n = max(parts, key=lambda p: p[1])
+        best = copy.copy(best)   # never mutate the cached part
+        best.examples_served = int(n)
+        return best

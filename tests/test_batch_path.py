@@ -295,10 +295,12 @@ def test_gpm_refit_in_a_worker_process_installs_the_same_model_as_in_process():
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
         st, slot = asyncio.run(go(pool))
     assert slot.learner.model_version == 1 and st.force and slot.count == 200
-    ref = RefittingGPM(NAMES, **params)  # the same window fitted in this process
+    from learners.refit_group import group_refit
+
+    ref = RefittingGPM(NAMES, **params)  # the same window fitted in this process (the worker's group refit)
     XL, XR = slot.learner._window._XL[:150], slot.learner._window._XR[:150]
     ref.learn_many(XL, XR, slot.learner._window._y[:150])
-    ref.refit()
+    group_refit([ref])
     np.testing.assert_allclose(slot.learner.margin_many(XL[:20], XR[:20]), ref.margin_many(XL[:20], XR[:20]),
                                rtol=1e-8, atol=1e-10)
 

@@ -31,9 +31,12 @@ def run(kafka_bootstrap, tmp_path_factory):
     out = tmp_path_factory.mktemp("demo-e2e")
     summary = run_demo("train", max_events=N_EVENTS, explain_sample_rate=0.25, report_dir=out,
                        bootstrap=kafka_bootstrap, progress=False, verbose=False, quiet_period_s=5.0,
-                       gpm_params={"refit_every": 200, "min_train": 150})
+                       gpm_params={"refit_every": 200, "min_train": 150}, keep_topics=True)
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
-    return summary, records, out
+    yield summary, records, out
+    from stream.demo.topics import delete_topics
+
+    delete_topics(list(summary.get("kept_topics", {}).values()), {"bootstrap_servers": kafka_bootstrap})
 
 
 # ----------------------------------------------------------------------------- without a broker
@@ -54,6 +57,19 @@ def test_train_click_sessions_are_the_same_real_choices():
         chosen, other = (pref.left, pref.right) if pref.outcome == 1 else (pref.right, pref.left)
         # clicked ≻ shown-but-not-clicked: the chosen trip on the left, outcome +1
         assert ex.outcome == 1 and ex.left == chosen and ex.right == other
+
+
+def test_demo_keep_flag_keeps_the_topics_and_the_broker(monkeypatch):
+    import stream.demo
+    from stream.cli import main
+
+    got = {}
+    monkeypatch.setattr(stream.demo, "run_demo", lambda **kw: got.update(kw) or {"ok": True})
+    assert main(["demo", "--keep", "--max-events", "10"]) == 0
+    assert got["keep_topics"] is True and got["keep_broker"] is True and got["max_events"] == 10
+    got.clear()
+    assert main(["demo", "--max-events", "10"]) == 0
+    assert "keep_topics" not in got and "keep_broker" not in got
 
 
 def test_default_model_params_follow_the_data_set():
@@ -121,6 +137,31 @@ def test_the_demo_ends_with_a_live_ranking_and_an_explanation_from_prefstream_se
     assert e["method"] == "distributional-bernoulli" and e["left"] == served["top"][0]["id"] and e["right"] == served["top"][1]["id"]
     assert 0.5 - 1e-9 <= e["prediction"] <= 1.0
     assert e["model_version"] == served["version"] and len(e["top_features"]) == 3
+
+
+def test_kept_topics_are_served_by_the_printed_command(run, tmp_path):
+    """``prefstream demo --keep``: the run's topics stay, and the printed serve command serves its models
+    (issue 30 item 6); /v1/models reports every example the demo learned."""
+    import shlex
+
+    from tests.test_serve import Server
+
+    summary, _, _ = run
+    cmd = shlex.split(summary["serve_command"])
+    assert cmd[:2] == ["prefstream", "serve"]
+    assert f"topic_models={summary['kept_topics']['models']}" in cmd and "capacity,gpm" in cmd
+    srv = Server({}, tmp_path, None, *cmd[2:])
+    try:
+        srv.wait(lambda: srv.client.get("/readyz").status_code == 200, 120, "/readyz 200 on the kept topics")
+
+        def served():   # /readyz is 200 once each model loaded one snapshot; the rest follow within seconds
+            ms = {m["model"]: m["examples_seen"] for m in srv.client.get("/v1/models").json()["models"]}
+            return ms if ms == summary["learned"] else None
+
+        assert srv.wait(served, 60, "/v1/models to report every example learned", poll=0.5) == summary["learned"]
+        assert sorted(summary["learned"]) == ["capacity", "gpm"]
+    finally:
+        srv.close()
 
 
 def test_models_published_refitted_and_validated_progressively(run):

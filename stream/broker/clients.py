@@ -126,10 +126,15 @@ async def read_latest(settings, topic: str, timeout: float = 60.0,
     return out
 
 
-async def wait_for_partitions(consumer, topic: str, timeout: float) -> list[int]:
-    """The sorted partition ids of ``topic``, refreshing metadata until it exists (``TimeoutError`` after ``timeout`` s)."""
+async def wait_for_partitions(consumer, topic: str, timeout: float, on_missing=None) -> list[int]:
+    """The sorted partition ids of ``topic``, refreshing metadata until it exists (``TimeoutError`` after ``timeout`` s).
+
+    ``on_missing`` (optional, no arguments) is called once when a fresh metadata read shows no such topic,
+    before the waiting starts (a follower reports the missing topic instead of "still reading" it).
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    said = False
     while True:
         parts = consumer.partitions_for_topic(topic)
         if parts:
@@ -138,6 +143,9 @@ async def wait_for_partitions(consumer, topic: str, timeout: float) -> list[int]
         parts = consumer.partitions_for_topic(topic)
         if parts:
             return sorted(parts)
+        if on_missing is not None and not said:
+            said = True
+            on_missing()
         if loop.time() > deadline:
             raise TimeoutError(f"Topic {topic!r} does not exist; create it with `prefstream topics create`.")
         await asyncio.sleep(0.5)

@@ -51,7 +51,7 @@ from stream.demo.config import default_model_params, default_sample_rate, write_
 from stream.demo.errors import DemoError
 from stream.demo.events import demo_stream, session_pairs
 from stream.demo.scrape import MetricsScraper
-from stream.demo.serve import demo_candidates, query_server
+from stream.demo.serve import demo_candidates, query_server, serve_command
 from stream.demo.summary import format_summary, read_curve, summarise
 from stream.demo.topics import delete_topics, read_topic
 from stream.demo.waits import wait_explained, wait_learned, wait_warm
@@ -96,6 +96,7 @@ class _Run:
     topics: dict = field(default_factory=dict)
     started_broker: bool = False
     scraper: MetricsScraper | None = None
+    models: list = field(default_factory=list)
 
 
 def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None, rate: float | None = None,
@@ -142,7 +143,9 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         Bounds of the waits after the replay: until every example is learned, until no new
         explanation arrived for ``quiet_period_s``, at most ``explain_timeout_s`` for that.
     keep_topics : bool, default False
-        Keep the run's topics on the broker (default: deleted at the end).
+        Keep the run's topics on the broker (default: deleted at the end); the exact ``prefstream serve``
+        command for them is printed at the end and saved as ``summary["serve_command"]``
+        (:func:`stream.demo.serve.serve_command`; ``prefstream demo --keep``).
     input_partitions : int, default 1
         Partitions of the preference and click topics. The learner keeps one model per input
         partition (its processing guarantee is per partition, ``docs/workers.md``) and the
@@ -183,6 +186,7 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
     log_dir.mkdir(parents=True, exist_ok=True)
     run = _Run(run_id=f"{plan.ds.name}-{time.strftime('%Y%m%d%H%M%S')}-{os.getpid()}", tmp=tmp,
                workers=Workers(log_dir), say=(lambda msg: print(msg, flush=True)) if verbose else (lambda msg: None))
+    run.models = list(plan.models)
     try:
         boot = _connect(run, bootstrap)
         _create_topics(run, boot, input_partitions)
@@ -224,6 +228,9 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         if click_log is not None:
             summary["click_log"] = click_log
         summary["serve"] = served
+        if keep_topics:
+            summary["serve_command"] = serve_command(boot, run.topics, plan.models)
+            summary["kept_topics"] = dict(run.topics)
         summary["learner_cpu_s"] = round(learner_cpu_s, 2)
         summary["learner_cpu_examples"] = plan.examples - warm.get("learned", 0)
         if out is not None:
@@ -457,6 +464,10 @@ def _clean_up(run: _Run, keep_topics: bool, keep_broker: bool) -> None:
         log.exception("stopping the workers failed")
     if run.scraper is not None:
         run.scraper.stop_thread()
+    if run.topics and keep_topics:
+        boot = run.opts.get("bootstrap_servers", "")
+        run.say("kept the run's topics" + (" and the broker the demo started" if run.started_broker and keep_broker else "") + "; serve its models with:\n  "
+                + serve_command(boot if isinstance(boot, str) else ",".join(boot), run.topics, run.models))
     if run.topics and not keep_topics and run.opts:
         o = {k: v for k, v in run.opts.items() if k != "client_id"}
         delete_topics(list(run.topics.values()), o)

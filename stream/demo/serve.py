@@ -23,7 +23,26 @@ import time
 
 from stream.demo.errors import DemoError
 
-__all__ = ["demo_candidates", "format_serve", "query_server"]
+__all__ = ["demo_candidates", "format_serve", "query_server", "serve_command"]
+
+
+def serve_command(bootstrap: str, topics: dict, models: list) -> str:
+    """The exact ``prefstream serve`` command for a kept demo run's topics (``prefstream demo --keep``).
+
+    ``topics`` maps the demo's topic kinds (``"models"``, ``"items"``, ...) to the run's topic names.
+
+    Examples
+    --------
+    >>> serve_command("127.0.0.1:9092", {"models": "prefstream.models.r1", "items": "prefstream.items.r1"}, ["gpm"])
+    'prefstream serve --bootstrap 127.0.0.1:9092 --models gpm --set topic_models=prefstream.models.r1 --set topic_items=prefstream.items.r1'
+    """
+    import shlex
+
+    parts = ["prefstream", "serve", "--bootstrap", bootstrap, "--models", ",".join(models)]
+    for kind, setting in (("models", "topic_models"), ("items", "topic_items")):
+        if kind in topics:
+            parts += ["--set", f"{setting}={topics[kind]}"]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def demo_candidates(records, item_records, k: int = 8) -> list[dict]:

@@ -143,6 +143,11 @@ class ServeState:
             raise APIError(404, "not_served", f"Model {name!r} is not served here; this server's models are "
                                               f"{self.required} (start it with --models to serve others).",
                            field="model")
+        if self.followers and getattr(self.followers[0], "missing", False):  # issue 30 item 6 (kafkaops)
+            raise APIError(503, "not_loaded", f"Model {name!r} cannot load: the model topic {topic} does not exist on "
+                                              "the broker; create it with `prefstream topics create`, or serve a "
+                                              "demo's models with the command `prefstream demo --keep` prints.",
+                           field="model")
         if not caught:
             raise APIError(503, "not_loaded", f"Model {name!r} is not loaded yet: the server is still reading "
                                               f"{topic}.", field="model")

@@ -44,6 +44,9 @@ class TopicFollower(MicroBatchLoop):
         Set once the follower reached the end offsets it saw at start.
     start_ends : dict of int to int
         Those end offsets per partition (records at or above them arrived while running).
+    missing : bool
+        True while the topic does not exist on the broker (the follower waits for it to be created;
+        logged once as a WARNING naming the topic and ``prefstream topics create``).
     """
 
     def __init__(self, settings, topic: str, on_message: Callable, name: str = "", metrics=None) -> None:
@@ -53,6 +56,7 @@ class TopicFollower(MicroBatchLoop):
         self.name = name or topic
         self.caught_up = asyncio.Event()
         self.start_ends: dict[int, int] = {}
+        self.missing = False
 
     def handle(self, batch: dict) -> None:
         """Pass each record of a micro-batch ``{tp: [(offset, value, None, arrived, key)]}`` to ``on_message``."""
@@ -62,6 +66,12 @@ class TopicFollower(MicroBatchLoop):
                     self.on_message(key, value, tp.partition, offset)
                 except Exception:  # noqa: BLE001 - one bad record must not stop the follower
                     log.exception("%s: handler failed on %s[%d]@%d", self.name, tp.topic, tp.partition, offset)
+
+    def _on_missing(self) -> None:
+        self.missing = True
+        log.warning("%s: topic %s does not exist on the broker; waiting for it (create it with `prefstream "
+                    "topics create`, or serve a demo's topics with the command `prefstream demo --keep` prints)",
+                    self.name, self.topic)
 
     async def run(self) -> None:
         """Consume until :attr:`stop` is set; reconnects after errors (logged)."""
@@ -76,7 +86,8 @@ class TopicFollower(MicroBatchLoop):
                 **aiokafka_options(self.settings))
             try:
                 await consumer.start()
-                parts = await wait_for_partitions(consumer, self.topic, timeout=3600)
+                parts = await wait_for_partitions(consumer, self.topic, timeout=3600, on_missing=self._on_missing)
+                self.missing = False
                 tps = [TopicPartition(self.topic, p) for p in parts]
                 consumer.assign(tps)
                 await consumer.seek_to_beginning(*tps)

@@ -85,7 +85,9 @@ class ModelVersion:
     sources : Mapping of str to SourcePart
         ``"<topic>:<partition>"`` (``""`` for a plain model key) → that source's part.
     training_count : int
-        Examples seen: the sum of the sources' training counts.
+        Examples seen by the served learner: the sum of the sources' training counts, or what the
+        merger says its merged learner holds (``examples_served``, e.g. when a GPM merge serves one of
+        several fits: :mod:`stream.plugins.gpm_merge`), so that ``/v1/models`` reports what is served.
     created_at : float
         Unix seconds of the newest source snapshot (``created_at`` of its envelope).
     loaded_at : float
@@ -112,6 +114,12 @@ class ModelVersion:
     def age_seconds(self, now: float | None = None) -> float:
         """Seconds since the newest source snapshot was written."""
         return max(0.0, (time.time() if now is None else now) - self.created_at)
+
+
+def _served_count(learner, sources: Mapping[str, SourcePart]) -> int:
+    """Examples the merged learner holds: its ``examples_served`` when the merger set it, else every source's."""
+    served = getattr(learner, "examples_served", None)
+    return int(served) if served is not None else sum(p.training_count for p in sources.values())
 
 
 class LiveModels:
@@ -201,7 +209,7 @@ class LiveModels:
         learner = registry.merge_learners(name, [(p.learner, p.training_count) for p in sources.values()])
         mv = ModelVersion(name=name, learner=learner, version=sum(p.version for p in sources.values()),
                           sources=MappingProxyType(dict(sources)),
-                          training_count=sum(p.training_count for p in sources.values()),
+                          training_count=_served_count(learner, sources),
                           created_at=max(p.created_at for p in sources.values()), loaded_at=time.time())
         self._versions = MappingProxyType({**self._versions, name: mv})   # the swap: one assignment
         self.swaps[name] = self.swaps.get(name, 0) + 1

@@ -7,6 +7,11 @@
 (``executor``, ``refit_pool``) with the event loop whose callbacks install the fitted models;
 :class:`RefitScheduling` is the part of it that starts a refit when a learner asks for one and
 installs (or counts the failure of) its result.
+
+A GPM / C-GPM (:class:`learners.refit.RefittingGPM`) is refitted **once for all the partitions this worker
+holds** (:mod:`learners.refit_group`): its trigger counts over every source's learner of that model, the
+job is fitted on the union of their windows, and every source's learner gets the same model (one
+``fit_id``), so the served GPM is one fit of the whole stream on any partition count (issue 30 item 2).
 """
 
 from __future__ import annotations
@@ -85,6 +90,11 @@ class RefitScheduling:
                 pass
 
     def _maybe_refit(self, st: SourceState, name: str, slot: ModelSlot) -> None:
+        from learners.refit_group import supports_group
+
+        if supports_group(slot.learner):
+            self._maybe_group_refit(name, slot)
+            return
         wants = getattr(slot.learner, "wants_refit", None)
         if wants is None or slot.refit_running or not wants():
             return
@@ -134,6 +144,81 @@ class RefitScheduling:
                 self._refit_done(st, name, slot, t0, f.result())
 
         fut.add_done_callback(done)
+
+    def _group_of(self, name: str, slot: ModelSlot) -> list[tuple[SourceState, ModelSlot]]:
+        """Every source of this worker holding a learner of ``name`` that can share ``slot``'s fit and has
+        learned (or holds a model): a partition that never received an event (e.g. an idle click topic)
+        stays out, and publishes nothing."""
+        from learners.refit_group import compatible
+
+        out = []
+        for st in self.sources.values():
+            other = st.slots.get(name)
+            if other is not None and (other is slot or (compatible(other.learner, slot.learner) and
+                                                        (other.learner.n_seen > 0 or other.learner.model is not None))):
+                out.append((st, other))
+        return out
+
+    def _maybe_group_refit(self, name: str, slot: ModelSlot) -> None:
+        """One refit of ``name`` over the windows of every partition this worker holds
+        (:mod:`learners.refit_group`, issue 30 item 2): the served GPM is one fit of the whole stream."""
+        from learners.refit_group import (group_adopt, group_refit_abort, group_refit_begin, group_refit_finish,
+                                          group_wants_refit)
+        from learners.refit_jobs import fit_job, fit_window
+
+        group = self._group_of(name, slot)
+        learners = [sl.learner for _, sl in group]
+        for k in group_adopt(learners):   # a partition that joined after the fit serves it at once
+            st, sl = group[k]
+            if sl.guard is not None:
+                sl.guard.mark(sl.learner)
+            st.force = True
+        if any(sl.refit_running for _, sl in group):
+            return
+        if not group_wants_refit(learners):
+            return
+        for _, sl in group:
+            sl.refit_running = True
+        t0 = time.perf_counter()
+        job = group_refit_begin(learners)
+
+        def failed(exc) -> None:
+            group_refit_abort(learners)
+            for _, sl in group:
+                sl.refit_running = False
+            self._refit_failed(name, exc, slot)
+
+        def install(state) -> None:
+            try:
+                results = group_refit_finish(learners, job, state)
+            except Exception as exc:  # noqa: BLE001 - a failed refit must not stop learning
+                failed(exc)
+                return
+            for (st, sl), res in zip(group, results):
+                self._refit_done(st, name, sl, t0, res)
+
+        if self.loop is None:
+            try:
+                model = fit_job(job)
+            except Exception as exc:  # noqa: BLE001
+                failed(exc)
+            else:
+                install(model)
+            return
+        try:  # in the refit process (the GIL stays with learning), else in the refit thread
+            fut = (self.loop.run_in_executor(self.refit_pool, fit_window, job) if self.refit_pool is not None
+                   else self.loop.run_in_executor(self.executor, fit_job, job))
+        except Exception as exc:  # noqa: BLE001 - e.g. a broken pool: learning goes on
+            failed(exc)
+            return
+
+        def finished(f) -> None:
+            if f.cancelled() or f.exception() is not None:
+                failed(f.exception() if not f.cancelled() else "cancelled")
+            else:
+                install(f.result())
+
+        fut.add_done_callback(finished)
 
     def _refit_failed(self, name, exc, slot) -> None:
         slot.refit_running = False
