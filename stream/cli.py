@@ -262,6 +262,8 @@ def replay_cmd(
     kind: str = typer.Option("preference", "--kind", help="preference, click or item."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Destination (default: the settings' topic for the kind)."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Events per second (default: as fast as possible)."),
+    key: str = typer.Option("event", "--key", help="Record key: event (the record's id) or user (its user_id, "
+                                                   "so one person's events stay on one partition, in order)."),
     config: Optional[str] = ConfigOpt,
     bootstrap: Optional[str] = BootstrapOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
@@ -277,6 +279,9 @@ def replay_cmd(
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
         raise typer.Exit(2)
+    if key not in ("event", "user"):
+        typer.echo(f"error: --key must be event or user; got {key!r}.", err=True)
+        raise typer.Exit(2)
     if rate is not None and not (math.isfinite(rate) and rate > 0):
         typer.echo(f"error: --rate must be a positive number of events per second (omit it for as fast as "
                    f"possible); got {rate:g}.", err=True)
@@ -285,7 +290,8 @@ def replay_cmd(
     opts = {**s.kafka_client_options(), **s.producer_options()}
     opts.pop("bootstrap_servers", None)
     try:
-        res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts)
+        res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts,
+                     key=key)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
