@@ -194,71 +194,45 @@ class LearnerLoop(ConsumerLoop):
     async def restore_people(self, st: SourceState, generation: int) -> int:
         """Fill the store with ``st``'s people from the changelog partition of its number.
 
-        Reads that partition from its beginning to its end at the start, keeping the last record
-        of each key of this worker's personal models whose ``source`` is ``st``'s (tombstones
-        delete). A record further than the model's restored ``next_offset`` is remembered
-        (:attr:`PersonSlot.ahead`): its person's events below it are already in their state.
-        Returns the records kept (stops early, unfinished, when the generation moves on).
+        Reads that partition from its beginning to its end at the start
+        (:meth:`~stream.workers.people.PeopleKeeper.restore` keeps what is ``st``'s). Returns the
+        records kept (stops early, unfinished, when the generation moves on).
         """
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         from stream.broker.clients import aiokafka_options
-        from stream.contract.people import parse_person_key, person_source_offset
 
         core, s = self.core, self.settings
         keeper = core.people
-        slots = {name: keeper.slot(st.source, name) for name in st.slots if (st.source, name) in keeper.slots}
-        floors = {name: st.slots[name].next_offset for name in slots}
-        prefixes = tuple(f"{m}@".encode() for m in slots)
+        floors = {name: st.slots[name].next_offset for name in st.slots if (st.source, name) in keeper.slots}
         tp = TopicPartition(s.topic_people, st.partition % await self.changelog_partitions())
         t0 = time.perf_counter()
         consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None, fetch_max_bytes=32 * 1024 * 1024,
                                     max_partition_fetch_bytes=16 * 1024 * 1024, **aiokafka_options(s))
         await consumer.start()
-        kept, seen = 0, 0
-        restored: dict[str, int] = {}
+        seen, kept = 0, {}
         try:
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
             end = (await consumer.end_offsets([tp]))[tp]
             while await consumer.position(tp) < end:
                 if generation != self.generation:
-                    return kept
+                    return sum(kept.values())
                 got = await consumer.getmany(tp, timeout_ms=500, max_records=20_000)
-                batch = []
-                for m in got.get(tp, ()):
-                    if m.offset >= end:
-                        break
-                    seen += 1
-                    if m.key is None or not m.key.startswith(prefixes):
-                        continue
-                    model, user = parse_person_key(m.key)
-                    ps = slots[model]
-                    if m.value is None:
-                        batch.append((m.key, None))
-                        ps.ahead.pop(user, None)
-                        continue
-                    source, offset = person_source_offset(m.value)
-                    if source is not None and source != st.source:
-                        continue
-                    batch.append((m.key, m.value))
-                    restored[model] = restored.get(model, 0) + 1
-                    if offset > floors[model]:
-                        ps.ahead[user] = offset
-                        ps.ahead_until = max(ps.ahead_until, offset)
-                    else:
-                        ps.ahead.pop(user, None)
-                kept += keeper.store.put_many(batch)
+                msgs = [(m.key, m.value) for m in got.get(tp, ()) if m.offset < end]
+                seen += len(msgs)
+                for model, n in keeper.restore(st.source, floors, msgs).items():
+                    kept[model] = kept.get(model, 0) + n
         finally:
             await consumer.stop()
-        for model, n in restored.items():
+        for model, n in kept.items():
             self.metrics.people_restored.labels(model=model).inc(n)
-        ahead = sum(len(ps.ahead) for ps in slots.values())
+        ahead = sum(len(keeper.slots[(st.source, m)].ahead) for m in floors)
         log.info("people of %s restored from %s in %.1f s: %d records read, %d kept%s", st.source, tp,
-                 time.perf_counter() - t0, seen, kept,
+                 time.perf_counter() - t0, seen, sum(kept.values()),
                  f", {ahead} standing past the snapshot (their earlier events learned by the population alone)"
                  if ahead else "")
-        return kept
+        return sum(kept.values())
 
     async def send_people(self, st: SourceState, records) -> None:
         """Deliver a round's person records (``acks=all``) to the changelog partition of ``st``'s
@@ -486,14 +460,19 @@ def personal_models(settings) -> list[str]:
     """The configured models that keep per-person state (built once each to ask)."""
     from stream import registry
 
+    import dataclasses
+
     out = []
     for name in settings.models:
         spec = registry.get_model(name)
-        try:
-            if is_personal(spec.factory(settings, settings.params_for(name))):
+        for s in (settings, dataclasses.replace(settings, feature_names=["a", "b"])):  # names from the first event
+            try:
+                learner = spec.factory(s, s.params_for(name))
+            except Exception:  # noqa: BLE001 - a model that cannot be built here fails later, as before
+                continue
+            if is_personal(learner):
                 out.append(name)
-        except Exception:  # noqa: BLE001 - a model that cannot be built here fails later, as before
-            continue
+            break
     return out
 
 

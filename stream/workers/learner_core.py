@@ -215,7 +215,7 @@ class LearnerCore(RefitScheduling):
         if self.people is not None:
             self.people.drop_source(src)
             for model, slot in st.slots.items():
-                if is_personal(slot.learner):
+                if st.kind == "preferences" and is_personal(slot.learner):
                     self.people.slot(src, model).attach(slot.learner)
         self.sources[src] = st
         self._warm_refits(st)
@@ -231,8 +231,10 @@ class LearnerCore(RefitScheduling):
 
     def person_slot(self, st: SourceState, name: str, learner):
         """The :class:`~stream.workers.people.PersonSlot` of a personal model on ``st`` (loader
-        attached), or None (no keeper, or not a personal model)."""
-        if self.people is None or not is_personal(learner):
+        attached), or None (no keeper, not a personal model, or not a preference source: a
+        person's changelog key names the model and the person, so people live on one input
+        topic; click-session pairs are learned by the population of their source)."""
+        if self.people is None or st.kind != "preferences" or not is_personal(learner):
             return None
         ps = self.people.slot(st.source, name)
         ps.attach(learner)
@@ -407,7 +409,7 @@ class LearnerCore(RefitScheduling):
         if not pick:
             return
         ps = self.person_slot(st, name, learner)
-        personal = is_personal(learner)
+        personal = is_personal(learner) and (ps is not None or self.people is None)
         if slot.guard is None or (personal and not isinstance(slot.guard, PersonalGuard)):
             slot.guard = (PersonalGuard if personal else FiniteGuard)(learner, self.specs[name].loader)
         # each example's person (None: the population alone; also for an event a restored person

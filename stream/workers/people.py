@@ -34,7 +34,8 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable, Iterable
 
-from stream.contract.people import decode_person, encode_person, forget_user, person_key
+from stream.contract.people import (decode_person, encode_person, forget_user, parse_person_key, person_key,
+                                    person_source_offset)
 
 __all__ = ["PEOPLE_API", "PER_PERSON_OVERHEAD", "PeopleKeeper", "PersonSlot", "forget_user", "is_personal"]
 
@@ -248,6 +249,52 @@ class PeopleKeeper:
         """Every slot and the whole store (the assignment changed: restored from the changelog)."""
         self.slots.clear()
         self.store.clear()
+
+    def restore(self, source: str, floors: dict[str, int], records: Iterable[tuple[bytes, bytes | None]]
+                ) -> dict[str, int]:
+        """Put the changelog records of ``source``'s people into the store, in changelog order.
+
+        Parameters
+        ----------
+        source : str
+            The restored source; records whose ``source`` is another are skipped (a changelog
+            partition can serve several input partitions, or a second input topic).
+        floors : dict
+            Per personal model of ``source``, the ``next_offset`` its snapshot restored. A
+            record standing further (its round's people were delivered, its snapshot was not)
+            marks its person :attr:`PersonSlot.ahead` up to the record's offset.
+        records : iterable of (key, value or None)
+            A tombstone deletes the key.
+
+        Returns
+        -------
+        dict
+            Records kept per model.
+        """
+        prefixes = tuple(f"{m}@".encode() for m in floors)
+        slots = {m: self.slot(source, m) for m in floors}
+        batch, kept = [], {}
+        for key, value in records:
+            if key is None or not key.startswith(prefixes):
+                continue
+            model, user = parse_person_key(key)
+            ps = slots[model]
+            if value is None:
+                batch.append((key, None))
+                ps.ahead.pop(user, None)
+                continue
+            src, offset = person_source_offset(value)
+            if src is not None and src != source:
+                continue
+            batch.append((key, value))
+            kept[model] = kept.get(model, 0) + 1
+            if offset > floors[model]:
+                ps.ahead[user] = offset
+                ps.ahead_until = max(ps.ahead_until, offset)
+            else:
+                ps.ahead.pop(user, None)
+        self.store.put_many(batch)
+        return kept
 
     def budget_people(self, slot: PersonSlot) -> int:
         """How many people ``slot`` may hold: its even share of :attr:`memory_bytes` over the
