@@ -24,7 +24,8 @@ The last line is exactly::
 
     keys= rocksdict_load_per_s= lmdb_load_per_s= rocksdict_round_per_s= lmdb_round_per_s= rocksdict_get_per_s= lmdb_get_per_s= rocksdict_mb= lmdb_mb= lmdb_over_rocksdict_get=
 
-Reproduce: ``python bench/person_store.py`` (``--keys 100000`` for a quick run).
+Reproduce: ``python bench/person_store.py`` (``--keys 100000`` for a quick run). LMDB is only
+this benchmark's: ``pip install lmdb==3.0.0`` first (rocksdict is pinned in requirements.txt).
 """
 
 from __future__ import annotations
@@ -176,6 +177,12 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(run_one(args.child, args.dir, args)))
         return 0
+    try:
+        import lmdb  # noqa: F401
+        import rocksdict  # noqa: F401
+    except ImportError as exc:
+        print(f"error: {exc.name} is not installed (pip install lmdb==3.0.0 rocksdict==0.3.29)", file=sys.stderr)
+        return 2
     root = tempfile.mkdtemp(prefix="person-store-", dir=args.dir)
     print(f"# command: python bench/person_store.py {' '.join(sys.argv[1:])}", flush=True)
     print(f"# keys {args.keys:,}, values {args.min_bytes}-{args.max_bytes} B, batch {args.batch:,}, "
