@@ -125,6 +125,7 @@ def test_round_writes_touched_people_then_evicts_idle_and_loads_them_back(store)
         m.learn(u, y)
     ps.learned(["a", "b", "a"])
     assert keeper.pending() == {"fake": 2}
+    now[0] = 1.0
     records, sent = ps.build(m, offset=3)
     assert sorted(k for k, _ in records) == [b"fake@a", b"fake@b"]
     assert decode_person(store.get(b"fake@a"))[0]["meta"]["version"] == 2  # in the store at once
@@ -152,7 +153,8 @@ def test_failed_round_keeps_people_dirty(store):
 
 
 def test_budget_evicts_least_recently_seen_first(store):
-    keeper = PeopleKeeper(store, ttl_seconds=1e9, memory_bytes=10**9, clock=lambda: 0.0)
+    now = iter(range(100))
+    keeper = PeopleKeeper(store, ttl_seconds=1e9, memory_bytes=10**9, clock=lambda: float(next(now)))
     m = _Fake()
     ps = keeper.slot("prefs:0", "fake")
     for u in ["a", "b", "c", "d"]:
@@ -160,7 +162,7 @@ def test_budget_evicts_least_recently_seen_first(store):
         ps.learned([u])
     _, sent = ps.build(m, offset=4)
     ps.done(m, sent, ok=True)
-    assert ps.evict(m, sent["tick"], budget_people=2) == 2
+    assert ps.evict(m, sent["built_at"], budget_people=2) == 2
     assert set(m.people) == {"c", "d"}
 
 

@@ -70,8 +70,9 @@ class PersonSlot:
         self.source = source
         self.keeper = keeper
         self.prefix = f"{model}@"
-        #: people in memory, least recently seen first: user -> (round tick, clock) of their last event
-        self.seen: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        #: people in memory, least recently seen first: user -> clock of their last event (one float
+        #: object shared by a whole batch: a person held costs this dict's entry and no more)
+        self.seen: OrderedDict[str, float] = OrderedDict()
         #: people learned since the last round (their state is not on the changelog yet)
         self.dirty: set[str] = set()
         #: people forgotten since the last round (tombstones to write)
@@ -79,7 +80,7 @@ class PersonSlot:
         #: people whose changelog record stands further than the restored snapshot: user -> offset
         self.ahead: dict[str, int] = {}
         self.ahead_until = 0
-        self.tick = 0  # rounds built so far
+        self.built_at = float("-inf")  # clock when the last round was built
         self.record_bytes = 0.0  # running mean of an encoded record's size
         self.loads = 0
         self.misrouted = 0
@@ -117,13 +118,13 @@ class PersonSlot:
 
     def learned(self, users: Iterable[str | None]) -> None:
         """Record the people whose events were just learned (dirty until the next round)."""
-        now, tick, seen = self.keeper.clock(), self.tick, self.seen
+        now, seen, dirty = self.keeper.clock(), self.seen, self.dirty
         for u in users:
             if u is None:
                 continue
-            seen[u] = (tick, now)
+            seen[u] = now
             seen.move_to_end(u)
-            self.dirty.add(u)
+            dirty.add(u)
 
     def forget(self, learner: Any, user_id: str) -> bool:
         """Drop every trace of the person here: memory, store, and a tombstone in the next round.
@@ -170,8 +171,8 @@ class PersonSlot:
         gone = list(self.forgotten)
         records.extend((person_key(self.model, u), None) for u in gone)
         self.keeper.store.put_many(records)
-        self.tick += 1
-        sent = {"touched": touched, "forgotten": gone, "tick": self.tick}
+        self.built_at = self.keeper.clock()
+        sent = {"touched": touched, "forgotten": gone, "built_at": self.built_at}
         self.dirty = set()
         self.forgotten = set()
         return records, sent
@@ -184,19 +185,19 @@ class PersonSlot:
             self.dirty |= {u for u in sent["touched"] if u in self.seen}
             self.forgotten |= set(sent["forgotten"])
             return 0
-        return self.evict(learner, sent["tick"])
+        return self.evict(learner, sent["built_at"])
 
-    def evict(self, learner: Any, tick: int, budget_people: int | None = None) -> int:
-        """Evict, least recently seen first, people last seen before round ``tick`` was built
-        who are idle past the TTL or beyond ``budget_people`` held."""
+    def evict(self, learner: Any, built_at: float, budget_people: int | None = None) -> int:
+        """Evict, least recently seen first, people last seen before the round built at clock
+        ``built_at`` (so on the changelog) who are idle past the TTL or beyond ``budget_people``."""
         keeper = self.keeper
         ttl, now = keeper.ttl_seconds, keeper.clock()
         if budget_people is None:
             budget_people = keeper.budget_people(self)
         seen, n = self.seen, 0
         while seen:
-            u, (t_round, t_seen) = next(iter(seen.items()))
-            if t_round >= tick or u in self.dirty:
+            u, t_seen = next(iter(seen.items()))
+            if t_seen >= built_at or u in self.dirty:
                 break  # learned since that round was built: not on the changelog yet
             if len(seen) <= budget_people and now - t_seen <= ttl:
                 break
