@@ -328,15 +328,24 @@ class LearnerLoop(ConsumerLoop):
                         self.group_id(), len(self.core.sources))
             self.forget()
 
-    async def final_snapshots(self) -> None:
-        """On shutdown: publish what was learned since the last snapshot (a restart then skips it)."""
-        for st in list(self.core.sources.values()):
-            if st.since_snapshot > 0:
-                st.force = True
-                self.publish(st)
-        pending = [t for t in self.tasks if not t.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=30)
+    async def final_snapshots(self, timeout: float = 30.0) -> None:
+        """On shutdown: publish what was learned since the last snapshot (a restart then skips it).
+
+        A source whose round is still on the wire gets its final round once that one landed
+        (within ``timeout`` seconds in all): a round covers only the events before its cut.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            for st in list(self.core.sources.values()):
+                if st.since_snapshot > 0:
+                    st.force = True
+                    self.publish(st)
+            pending = [t for t in self.tasks if not t.done()]
+            left = deadline - loop.time()
+            if not pending or left <= 0:
+                return
+            await asyncio.wait(pending, timeout=left)
 
     async def stopping(self) -> None:
         await self.final_snapshots()
