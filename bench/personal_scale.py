@@ -16,7 +16,8 @@ What it does (the load average is printed beside every figure):
    ``people_memory_bytes`` (``--memory-bytes``, default 1 GiB) bounds the people in memory;
 3. SIGTERM: final snapshots and people; a second worker in the same group restores every
    partition's people from the changelog (``restore_s``: the sum of its "people of … restored
-   in X s" log lines);
+   in X s" log lines), learns what the first one's last rounds did not cover (nothing when its
+   final rounds landed) and stops with SIGTERM;
 4. **lost / duplicated**: the changelog read to its end, last record per person: per person,
    ``lost`` += events sent − version (when below), ``duplicated`` += version − events sent (when
    above), a person missing from the changelog counting all their events lost; plus the
@@ -257,6 +258,16 @@ def main(argv=None) -> int:
             time.sleep(1.0)
         restore_s = sum(v for s, v in found.items() if s.startswith(topics["preferences"] + ":"))
         say(f"restore: {restore_s:.1f} s over {len(found)} sources ({found})")
+        from stream.contract import decode_snapshot
+
+        def population() -> int:
+            snaps = latest_snapshots(opts, topics["models"])
+            return sum(decode_snapshot(v)["training_count"] for k, v in snaps.items()
+                       if v is not None and k.decode().startswith(args.model + "@"))
+
+        t1 = time.monotonic()  # what the first worker's last rounds did not cover, the second learns
+        while population() < N and time.monotonic() - t1 < 600 and w2.poll() is None:
+            time.sleep(2.0)
         w2.send_signal(signal.SIGTERM)
         w2.wait(300)
         # lost / duplicated: per person from the changelog, and the population from the snapshots
@@ -266,11 +277,7 @@ def main(argv=None) -> int:
             got[int(u[1:])] = v
         lost = int(np.maximum(sent - got, 0).sum())
         dup = int(np.maximum(got - sent, 0).sum())
-        from stream.contract import decode_snapshot
-
-        snaps = latest_snapshots(opts, topics["models"])
-        pop = sum(decode_snapshot(v)["training_count"] for k, v in snaps.items()
-                  if v is not None and k.decode().startswith(args.model + "@"))
+        pop = population()
         say(f"changelog: {len(versions):,} people; per person lost {lost}, duplicated {dup}; population learned "
             f"{pop:,} of {N:,}")
         lost += max(N - pop, 0)
