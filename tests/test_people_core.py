@@ -68,7 +68,7 @@ def test_round_puts_people_on_the_changelog_and_leaves_them_out_of_the_snapshot(
     _feed(core, st, events, 0)
     sent = collections.Counter(u for u, _ in events)
     records, _acks, versions = core.build_snapshots(st)
-    people, _ = st.people_round
+    people = st.people_round
     for key, value in records:  # the snapshot: the population only
         state, _ = split_stream_meta(decode_snapshot(value)["state"])
         assert state["meta"]["people"] is False and "people_G" not in state["arrays"]
@@ -132,11 +132,11 @@ def test_restore_after_people_landed_but_not_the_snapshot_applies_no_event_twice
     events = _events(400, seed=5)
     _feed(old, st, events[:200], 0)
     snap1, _, v1 = old.build_snapshots(st)  # round 1 fully delivered
-    changelog = list(st.people_round[0])
+    changelog = list(st.people_round)
     old.snapshot_done(st, v1, True)
     _feed(old, st, events[200:300], 200)
     _snap2, _, v2 = old.build_snapshots(st)  # round 2: people delivered, snapshot lost (kill)
-    changelog += st.people_round[0]
+    changelog += st.people_round
     new = _core(tmp_path, "new")
     st2 = new.new_source(TOPIC, 0, {k.decode(): v for k, v in snap1})
     floors = {m: st2.slots[m].next_offset for m in MODELS}
@@ -183,7 +183,7 @@ def test_forget_record_drops_the_person_everywhere_and_writes_tombstones(tmp_pat
         assert victim not in lr.people()
         assert core.people.store.get(f"{model}@{victim}".encode()) is None
     snaps, _, versions = core.build_snapshots(st)
-    people = dict(st.people_round[0])
+    people = dict(st.people_round)
     for model in MODELS:
         assert people[f"{model}@{victim}".encode()] is None
     for _key, value in snaps:  # and the snapshots hold no person at all

@@ -201,3 +201,20 @@ def test_loader_refuses_a_person_recorded_for_another_partition(store):
     ps = keeper.slot("prefs:0", "fake")
     assert ps.loader("a") is None and ps.misrouted == 1
     assert keeper.slot("prefs:1", "fake").loader("a")["meta"]["version"] == 1
+
+
+def test_a_round_that_cannot_encode_a_person_keeps_everyone_for_the_next(store):
+    keeper = PeopleKeeper(store, ttl_seconds=1e9, memory_bytes=10**9)
+    m = _Fake()
+    ps = keeper.slot("prefs:0", "fake")
+    for u in ("a", "b"):
+        m.learn(u, 1)
+    ps.learned(["a", "b"])
+    good = m.person_state
+    m.person_state = lambda u: {"meta": {"version": float("nan")}, "arrays": {}} if u == "b" else good(u)
+    with pytest.raises(SnapshotError):
+        ps.build(m, offset=2)
+    assert store.keys() == []  # nothing half-written
+    m.person_state = good
+    records, _ = ps.build(m, offset=2)
+    assert sorted(k for k, _ in records) == [b"fake@a", b"fake@b"]

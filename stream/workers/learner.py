@@ -269,7 +269,7 @@ class LearnerLoop(ConsumerLoop):
             st.force = False
             st.last_snapshot = core.clock()
             return
-        self.spawn(self.deliver(st, records, acks, versions, st.people_round[0]))
+        self.spawn(self.deliver(st, records, acks, versions, st.people_round))
 
     async def deliver(self, st: SourceState, records, acks, versions, people=()) -> None:
         """Prove ownership, deliver one snapshot round (``acks=all``), then commit what it covers.

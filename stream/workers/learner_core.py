@@ -55,7 +55,8 @@ from stream.workers._snapshot import (
     split_stream_meta,
 )
 from stream.workers.gauges import push_learner_gauges
-from stream.workers.people import forget_user, is_personal
+from stream.workers.people import is_personal
+from stream.workers.people_core import PeopleHandling
 from stream.workers.people_guard import PersonalGuard
 from stream.workers.progressive import new_progressive, update_progressive
 from stream.workers.refits import RefitScheduling
@@ -93,7 +94,7 @@ def observe_n(hist, value: float, n: int) -> None:
             break
 
 
-class LearnerCore(RefitScheduling):
+class LearnerCore(RefitScheduling, PeopleHandling):
     """The learner worker's state machine, independent of Faust and of the broker.
 
     Parameters
@@ -229,75 +230,10 @@ class LearnerCore(RefitScheduling):
         if self.people is not None:
             self.people.drop_source(source)
 
-    def person_slot(self, st: SourceState, name: str, learner):
-        """The :class:`~stream.workers.people.PersonSlot` of a personal model on ``st`` (loader
-        attached), or None (no keeper, not a personal model, or not a preference source: a
-        person's changelog key names the model and the person, so people live on one input
-        topic; click-session pairs are learned by the population of their source)."""
-        if self.people is None or st.kind != "preferences" or not is_personal(learner):
-            return None
-        ps = self.people.slot(st.source, name)
-        ps.attach(learner)
-        return ps
-
     # ------------------------------------------------------------------ processing
     def process(self, st: SourceState, offset: int, value: bytes | None, ack_token: Any = None) -> list[dict]:
         """Validate and learn one input message of ``st`` (a batch of one, :meth:`process_batch`)."""
         return self.process_batch(st, [(offset, value, ack_token, None)])
-
-    def process_batch(self, st: SourceState, records: Sequence[tuple], parsed: Sequence | None = None) -> list[dict]:
-        """Validate and learn a micro-batch of input messages of ``st``, in offset order.
-
-        A forget record (``forget.v1.json``, :func:`stream.workers.people.forget_user`) splits the
-        batch: the events before it are learned, then the person is forgotten, then the rest.
-        See :meth:`_process` for the parameters.
-        """
-        if parsed is not None:
-            return self._process(st, records, parsed)
-        out: list[dict] = []
-        start = 0
-        for k, r in enumerate(records):
-            user = forget_user(r[1])
-            if user is None:
-                continue
-            if k > start:
-                out.extend(self._process(st, records[start:k]))
-            out.extend(self._forget(st, r, user))
-            start = k + 1
-        if start == 0:
-            return self._process(st, records)
-        if start < len(records):
-            out.extend(self._process(st, records[start:]))
-        return out
-
-    def _forget(self, st: SourceState, record: tuple, user) -> list[dict]:
-        """Apply one forget record of ``st`` (or dead-letter a malformed one), then count its offset as read."""
-        off = int(record[0])
-        if record[2] is not None:
-            st.pending.append((off, record[2]))
-        floor = max(st.published_next, min(s.next_offset for s in st.slots.values()))
-        if off < floor:
-            return []
-        out = []
-        if isinstance(user, DeadLetter):
-            if off >= st.next_offset:
-                out.append(self._dead_letter(record[1], user.reason, user.detail, st, off))
-        else:
-            for name, slot in st.slots.items():
-                if off < slot.next_offset or not is_personal(slot.learner):
-                    continue
-                ps = self.person_slot(st, name, slot.learner)
-                known = ps.forget(slot.learner, user) if ps is not None else slot.learner.forget_person(user)
-                if known:
-                    self._m_forgotten[name].inc()
-            log.info("source %s: person forgotten at offset %d", st.source, off)
-        for slot in st.slots.values():
-            slot.next_offset = max(slot.next_offset, off + 1)
-        if off >= st.next_offset:
-            st.next_offset = off + 1
-            st.since_snapshot += 1
-            st.force = True  # the tombstone goes out in the next round, not after snapshot_every_events
-        return out
 
     def _process(self, st: SourceState, records: Sequence[tuple], parsed: Sequence | None = None) -> list[dict]:
         """Validate and learn a micro-batch of input messages of ``st`` (no forget record among them).
@@ -543,20 +479,7 @@ class LearnerCore(RefitScheduling):
         with at least one learned event (``person_info``), as the server reports it.
         """
         if user_ids is not None:
-            seen: dict = {}
-            n_pers = 0
-            for u in user_ids:
-                if u is None:
-                    continue
-                hit = seen.get(u)
-                if hit is None:
-                    hit = seen[u] = bool(learner.person_info(u)["personalized"])
-                n_pers += hit
-            yes, no = self._m_pred[name]
-            if n_pers:
-                yes.inc(n_pers)
-            if len(user_ids) - n_pers:
-                no.inc(len(user_ids) - n_pers)
+            self.count_personalized(name, learner, user_ids)
         strict = arr.y != 0
         if not strict.any():
             return
@@ -620,20 +543,16 @@ class LearnerCore(RefitScheduling):
             taken then, so nothing is acknowledged.
         """
         records, versions = [], {}
-        people, sent = [], {}
         for name, slot in st.slots.items():
-            ps = self.person_slot(st, name, slot.learner)
-            if ps is not None:  # the people go to the changelog (and the store), not into the snapshot
-                recs, sent[name] = ps.build(slot.learner, slot.next_offset)
-                people.extend(recs)
-                own = slot.learner.state_dict(people=False)
-            else:
-                own = slot.learner.state_dict()
+            # a personal model's people go to the changelog (and the store), not into the snapshot
+            own = (slot.learner.state_dict(people=False) if self.person_slot(st, name, slot.learner) is not None
+                   else slot.learner.state_dict())
             state = attach_stream_meta(own, source=st.source, digest=slot.digest, window=slot.window)
             value = encode_snapshot(name, slot.version + 1, slot.count, state, offsets={st.source: slot.next_offset},
                                     max_bytes=self.settings.max_snapshot_bytes)
             records.append((snapshot_key(name, st.source).encode(), value))
             versions[name] = (slot.version + 1, slot.next_offset)
+        people = self.build_people(st)  # after the snapshots: a snapshot that cannot be encoded takes no person
         covered = min(n for _, n in versions.values()) if versions else st.next_offset
         acks = [tok for off, tok in st.pending if off < covered]
         st.pending = [(off, tok) for off, tok in st.pending if off >= covered]
@@ -641,19 +560,13 @@ class LearnerCore(RefitScheduling):
         st.force = False
         st.last_snapshot = self.clock()
         st.publishing = True
-        st.people_round = (people, sent)
+        st.people_round = people
         return records, acks, versions
 
     def snapshot_done(self, st: SourceState, versions: dict, ok: bool) -> None:
         """Record the outcome of publishing the records of :meth:`build_snapshots`."""
         st.publishing = False
-        people, sent = st.people_round
-        st.people_round = ([], {})
-        for name, info in sent.items():
-            slot = st.slots.get(name)
-            ps = self.person_slot(st, name, slot.learner) if slot is not None else None
-            if ps is not None:
-                ps.done(slot.learner, info, ok)
+        self.people_done(st, ok)
         if not ok:
             st.force = True
             return
@@ -688,13 +601,4 @@ class LearnerCore(RefitScheduling):
         """Push the progressive metrics and the learners' diagnostics to their gauges
         (:func:`stream.workers.gauges.push_learner_gauges`; cheap, about once a second)."""
         push_learner_gauges(self.progressive, self.sources, self.metrics)
-        held: dict[str, int] = {}
-        for st in self.sources.values():
-            for name, slot in st.slots.items():
-                if is_personal(slot.learner):
-                    held[name] = held.get(name, 0) + int(slot.learner.people_held())
-        for model, n in held.items():
-            self.metrics.people_held.labels(model=model).set(n)
-        if self.people is not None:
-            for model, n in self.people.pending().items():
-                self.metrics.people_changelog_lag.labels(model=model).set(n)
+        self.update_people_gauges()

@@ -158,13 +158,17 @@ class PersonSlot:
         touched -= self.forgotten
         records: list[tuple[bytes, bytes | None]] = []
         size = 0
-        for u in touched:
-            state = learner.person_state(u)
-            if state is None:  # e.g. evicted by the model itself after a write-through: nothing new
-                continue
-            value = encode_person(state, source=self.source, offset=offset)
-            size += len(value)
-            records.append((person_key(self.model, u), value))
+        try:
+            for u in touched:
+                state = learner.person_state(u)
+                if state is None:  # e.g. evicted by the model itself after a write-through: nothing new
+                    continue
+                value = encode_person(state, source=self.source, offset=offset)
+                size += len(value)
+                records.append((person_key(self.model, u), value))
+        except Exception:
+            self.dirty |= touched  # drained from the model: kept here for the next round
+            raise
         if records:
             n = len(records)
             self.record_bytes = size / n if not self.record_bytes else 0.9 * self.record_bytes + 0.1 * size / n
