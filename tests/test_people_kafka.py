@@ -198,3 +198,16 @@ def test_forget_leaves_no_trace_in_memory_store_or_changelog(kafka_bootstrap, ka
         keeper.store.destroy()
     finally:
         s.close()
+
+
+def test_forget_refuses_a_bad_user_id_in_one_line(kafka_bootstrap, kafka_options, tmp_path):
+    s = PeopleStack(kafka_bootstrap, kafka_options, tmp_path, partitions=1, people_partitions=1)
+    try:
+        out = subprocess.run([sys.executable, "-m", "stream", "forget", "x" * 513], cwd=REPO, env=s.env(),
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1
+        assert out.stderr.startswith("error: Cannot forget") and len(out.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in out.stderr
+        assert s.read("preferences", timeout=1.0) == []  # nothing sent
+    finally:
+        s.close()
