@@ -11,7 +11,8 @@ What it does (the load average is printed beside every figure):
    compacted people changelog of as many partitions;
 2. one ``python -m stream worker learn --models capacity-personal`` (``--model``) at the
    stream defaults catches up: events per second from its first learned event to the last
-   (``prefstream_events_learned_total``, scraped every second), its peak RSS (``VmHWM``) and
+   (``prefstream_events_learned_total``, scraped every second) and per CPU-second of the worker
+   (the rate it would reach with a core of its own on a machine shared by others), its peak RSS (``VmHWM``) and
    the RSS growth per person over its RSS at the first learned event (``bytes_per_user``);
    ``people_memory_bytes`` (``--memory-bytes``, default 1 GiB) bounds the people in memory;
 3. SIGTERM: final snapshots and people; a second worker in the same group restores every
@@ -48,7 +49,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.worker_run import create_run_topics, delete_topics, latest_snapshots, metrics_text  # noqa: E402
-from stream.demo.workers import free_port  # noqa: E402
+from stream.demo.workers import cpu_seconds, free_port  # noqa: E402
 
 CRIT = [f"c{i}" for i in range(8)]
 
@@ -223,7 +224,7 @@ def main(argv=None) -> int:
             cur, hwm = rss(w.pid)
             peak = max(peak, hwm)
             if n > 0 and t_first is None:
-                t_first, base = time.perf_counter(), cur
+                t_first, base, cpu_first, n_first = time.perf_counter(), cur, cpu_seconds(w.pid), n
                 say(f"first learned; RSS {cur / 2**30:.2f} GiB")
             if n >= N:
                 break
@@ -232,6 +233,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"the worker learned {n:,.0f} of {N:,} events before the timeout\n"
                              + (tmp / "worker-1.log").read_text()[-3000:])
         eps = N / (t_done - t_first)
+        per_cpu = (N - n_first) / max(cpu_seconds(w.pid) - cpu_first, 1e-9)
         cur, hwm = rss(w.pid)
         peak = max(peak, hwm)
         text = metrics_text(port)
@@ -239,7 +241,7 @@ def main(argv=None) -> int:
                    if line.startswith("prefstream_people_held{"))
         evicted = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                       if line.startswith("prefstream_people_evicted_total{"))
-        say(f"caught up: {eps:,.0f} events/s; peak RSS {peak / 2**30:.2f} GiB, {held:,.0f} people in memory, "
+        say(f"caught up: {eps:,.0f} events/s ({per_cpu:,.0f} per worker CPU-second: the machine's share of it); peak RSS {peak / 2**30:.2f} GiB, {held:,.0f} people in memory, "
             f"{evicted:,.0f} evicted")
         w.send_signal(signal.SIGTERM)
         w.wait(300)
