@@ -203,7 +203,7 @@ def bench_dataset(name: str, models, n_train: int, n_events: int, rows: list, ch
 
                 from stream.plugins.gpm import _prefshap_for
 
-                _, ps64, _ = _prefshap_for(lr, ctx)          # the stream's explainer: float64
+                _, ps64, _ = _prefshap_for(lr, ctx, "observational")   # the CME path in float64 (the stream's is exact)
                 ps32 = PrefSHAP(lr.model, reference_items=None, max_reference=ps64.max_reference, random_state=0,
                                 feature_groups=ps64.feature_groups, dtype=torch.float32, max_coalitions=ps64.max_coalitions)
                 ps32._ref = ps64._ref
@@ -258,7 +258,7 @@ def forced_checks(name, d, model, lr, events, train, cat, checks) -> None:
         check("sharp-rank", "Kernel SHAP", lambda e: sharp(e, False), small)
         check("sharp-pairwise", "Kernel SHAP", lambda e: sharp(e, True), small)
     else:
-        _, ps, _ = _prefshap_for(lr, exact_ctx)
+        _, ps, _ = _prefshap_for(lr, exact_ctx, "observational")   # the sampled CME path vs its own enumeration
         kern = PrefSHAP(lr.model, reference_items=None, max_reference=ps.max_reference, random_state=0,
                         max_coalitions=2 ** d - 2, dtype=ps.dtype, target_se=TARGET_SE)
         fixed = PrefSHAP(lr.model, reference_items=None, max_reference=ps.max_reference, random_state=0,
@@ -294,7 +294,7 @@ def d12_checks(name, lr, events, train, cat, checks) -> None:
     member = np.array([[f == p for f in names] if p not in groups else [f in groups[p] for f in names] for p in pl])
     from stream.plugins.budgets import TARGET_SE
 
-    _, ps, _ = _prefshap_for(lr, ctx_for("gpm", train, cat))
+    _, ps, _ = _prefshap_for(lr, ctx_for("gpm", train, cat), "observational")   # the sampled CME path
     budget = {"max_coalitions": 2048, "target_se": TARGET_SE}                # the default settings
     kern = PrefSHAP(lr.model, reference_items=None, max_reference=ps.max_reference, random_state=0,
                     max_coalitions=2048, feature_groups=groups, dtype=ps.dtype, target_se=TARGET_SE)

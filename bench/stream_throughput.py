@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     print(f"raw aiokafka getmany consume: {aio_rate:.1f} events/s", flush=True)
 
     # second anchor: a bare Faust agent (no parsing, no learning) on the same topic; faust-streaming
-    # is no longer a requirement (README: why Faust went): install it by hand to measure this anchor
+    # is no longer a requirement (docs/history.md, "Why Faust went"): install it by hand to measure this anchor
     out = f"/tmp/prefstream-bench-bare-{u}.txt"
     try:
         import faust  # noqa: F401

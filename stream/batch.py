@@ -33,13 +33,19 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from learners.exceptions import InvalidParameterError
+from stream.workers.progressive import progressive_values
 
-__all__ = ["EXPLAIN_BATCH_MAX", "BatchResult", "progressive_values", "run_batch"]
+__all__ = ["EXIT_NOTHING_LEARNED", "EXPLAIN_BATCH_MAX", "BatchResult", "nothing_learned", "progressive_values",
+           "refusal_summary", "run_batch"]
 
 log = logging.getLogger(__name__)
 
 #: Most sampled events explained by one call of an explainer (bounded memory and call time).
 EXPLAIN_BATCH_MAX = 8
+
+#: ``prefstream run``'s exit status when a model learned no record (every record refused, an empty
+#: file, or a model that refused every event): the summary is still printed (docs/workers.md).
+EXIT_NOTHING_LEARNED = 3
 
 
 @dataclass
@@ -49,6 +55,11 @@ class BatchResult:
     records: int = 0
     learned: dict = field(default_factory=dict)
     dead_letters: int = 0
+    #: dead letters by reason, and where they were written (``<output>.dead-letters.jsonl``)
+    dead_letter_reasons: dict = field(default_factory=dict)
+    dead_letters_file: str = ""
+    #: the detail of the first dead letter of each reason (for the closing hint)
+    dead_letter_examples: dict = field(default_factory=dict, repr=False)
     duplicates: int = 0
     #: per model {"learned", "dead_letters", "duplicates"}: records = their sum for every model
     #: (preference input; a click session counts its pairs)
@@ -67,7 +78,9 @@ class BatchResult:
 
     def summary(self) -> dict:
         """JSON-able summary for :func:`stream.report.write_report`."""
-        out: dict[str, Any] = {"records": self.records, "dead_letters": self.dead_letters, "duplicates": self.duplicates,
+        out: dict[str, Any] = {"records": self.records, "dead_letters": self.dead_letters,
+                               "dead_letters_by_reason": dict(sorted(self.dead_letter_reasons.items())),
+                               "dead_letters_file": self.dead_letters_file, "duplicates": self.duplicates,
                                "seconds": round(self.seconds, 2), "learn_seconds": round(self.learn_seconds, 2),
                                "refits": self.refits,
                                "explanations": sum(self.explanations.values())}
@@ -169,7 +182,8 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     progress : bool
         Show a tqdm progress bar.
     progress_every : int
-        Record progressive metrics every this many records (for the report's curve).
+        Unused, kept for callers: the report's learning curve is the learner's own (its progressive
+        metrics at event counts, :attr:`LearnerCore.curve <stream.workers.learner_core.LearnerCore.curve>`).
     report_dir : path, optional
         Also write the HTML report there (:func:`stream.report.write_report`).
     inline_refits : bool
@@ -247,6 +261,17 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     except OSError:
         pass
 
+    def dead_letter(dl: dict, line: int | None) -> None:
+        """Write one dead letter, with the 1-based line of the input file it came from."""
+        if line is not None:
+            dl["line"] = line
+            if not dl["detail"].startswith(f"line {line}: "):
+                dl["detail"] = f"line {line}: {dl['detail']}"
+        res.dead_letters += 1
+        res.dead_letter_reasons[dl["reason"]] = res.dead_letter_reasons.get(dl["reason"], 0) + 1
+        res.dead_letter_examples.setdefault(dl["reason"], dl["detail"])
+        fd.write(json.dumps(dl) + "\n")
+
     def publish() -> None:
         records, _acks, versions = learner.build_snapshots(st)
         for key, value in records:
@@ -255,42 +280,51 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
         for name, (version, _) in versions.items():
             res.snapshots[name] = version
 
-    def snapshot_progress(n: int) -> None:
-        for name, (acc, ll, auc) in learner.progressive.items():
-            v = progressive_values(acc, ll, auc)
-            res.progress.append({"events": n, "model": name, "accuracy": v["accuracy"], "roc_auc": v["roc_auc"]})
+    def curve_points() -> None:
+        """The learner's own learning-curve points (its progressive metrics at event counts)."""
+        for pt in learner.drain_curve():
+            res.progress.append({k: pt[k] for k in ("events", "model", "accuracy", "roc_auc", "log_loss")})
+
+    def final_points() -> None:
+        """The last point of each model: its progressive metrics at its final event count."""
+        learner.end_curve()
+        curve_points()
 
     try:
         fo, fd = open(out, "w", encoding="utf-8"), open(dead_path, "w", encoding="utf-8")
     except OSError as exc:
         raise InvalidParameterError(f"Cannot write the output {str(out)!r}: {exc.strerror}. Choose a writable file path.") from None
     batch_max = int(settings.batch_max_events)
+    sampled = 0
     with fo, fd, refits:
         bar = tqdm(total=total, disable=not progress, unit="rec", desc=f"prefstream run {inp.name}")
-        next_point = progress_every
         for chunk in _micro_batches(_raw_records(inp, kind), batch_max):
             res.records += len(chunk)
-            good = []
+            good, lines = [], {}
             for offset, line, raw, why in chunk:
                 if raw is None:  # a CSV row that is no record: its own reason and line
-                    res.dead_letters += 1
-                    fd.write(json.dumps(_row_dead_letter(line, why, topic, offset)) + "\n")
+                    dead_letter(_row_dead_letter(line, why, topic, offset), line)
                 else:
                     good.append((offset, raw))
+                    lines[offset] = line
             # preference events are decoded once, for the learner and the explainer's sample
             parsed = None if kind == "click" else parse_batch(st.kind, [raw for _, raw in good], learner.catalog,
                                                               settings.max_message_bytes, learner.click_expander)
+            refused = set()
             for dl in learner.process_batch(st, [(off, raw, None, None) for off, raw in good], parsed):
-                res.dead_letters += 1
-                fd.write(json.dumps(dl) + "\n")
+                refused.add(dl["offset"])
+                dead_letter(dl, lines.get(dl["offset"]))
             refits.poll()  # install the refits that finished meanwhile (the worker's event loop does it)
             if learner.snapshot_due(st):
                 publish()
+            # a refused record is not explained: no model learned it the way it came (issue 31)
             if parsed is None:
-                jobs = [explainer.on_click(raw) for _off, raw in good]
+                jobs = [explainer.on_click(raw) for off, raw in good if off not in refused]
             else:
-                jobs = [explainer.offer(r[0]) for r in parsed if not isinstance(r, DeadLetter)]
+                jobs = [explainer.offer(r[0]) for (off, _raw), r in zip(good, parsed)
+                        if not isinstance(r, DeadLetter) and off not in refused]
             jobs = [job for job in jobs if job is not None]
+            sampled += sum(len(job.examples) for job in jobs)
             if jobs and (st.since_snapshot > 0 or st.force) and any(m not in explainer.parts for m in st.slots):
                 publish()  # a model not published yet: snapshot now rather than skip the events (short files)
             for job in _explain_jobs(jobs, EXPLAIN_BATCH_MAX):
@@ -302,16 +336,14 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
                     all_records.append(rec)
                     res.explanations[rec["method"]] = res.explanations.get(rec["method"], 0) + 1
                     res.latency_ms.setdefault(rec["method"], []).append(1e3 * float(rec.get("compute_time_s", 0.0)))
-            if progress_every and res.records >= next_point:
-                snapshot_progress(res.records)
-                next_point = (res.records // progress_every + 1) * progress_every
+            curve_points()
             bar.update(len(chunk))
         bar.close()
         res.learn_seconds = time.perf_counter() - t0
         refits.drain(st)
         if st.since_snapshot > 0 or st.force:
             publish()
-    snapshot_progress(res.records)
+    final_points()
     res.tally = {m: dict(t) for m, t in learner.tally.items()}
     res.duplicates = max((t["duplicates"] for t in res.tally.values()), default=0)
     for name, slot in st.slots.items():
@@ -327,18 +359,28 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
     if drift:
         with open(out.with_name(out.stem + ".drift.jsonl"), "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in drift)
+    res.dead_letters_file = str(dead_path)
     if res.records == 0:
         log.warning("no records in %s", inp)
+    why = refusal_summary(res)
+    idle = nothing_learned(res)
+    if res.records and idle and len(idle) == len(res.learned):  # one line, not one per model
+        log.warning("no model learned any record: %s", why)
+    elif res.records:
+        for name in idle:
+            log.warning("model %r learned no event: %s", name, why)
     for name, n in res.learned.items():
-        if n == 0 and res.records:
-            log.warning("model %r learned no event (see %s for why)", name, dead_path)
-        elif n and res.final[name].get("accuracy") is None and not inline_refits and hasattr(res.learners[name], "refit"):
+        if n and res.final[name].get("accuracy") is None and not inline_refits and hasattr(res.learners[name], "refit"):
             log.warning("model %r scored and explained none of the %d events: its first fit ran in the background "
                         "and finished after the last event; `prefstream run --inline-refits` fits where each refit "
                         "is triggered (slower, reproducible)", name, n)
-    if not res.explanations and res.records:
-        log.warning("no explanation was produced: raise --sample-rate (now %s) or check the dead letters in %s",
-                    settings.explain_sample_rate, dead_path)
+    if not res.explanations and res.records and any(res.learned.values()):  # (else: said just above)
+        if not sampled:
+            log.warning("no explanation was produced: no event was sampled for explanation; raise --sample-rate "
+                        "(now %s)", settings.explain_sample_rate)
+        else:
+            log.warning("no explanation was produced: the %d sampled events were not explained (see the lines "
+                        "above: a model not fitted yet, or an explainer that failed)", sampled)
     if report_dir is not None:
         from stream.report import write_report
 
@@ -349,6 +391,34 @@ def run_batch(input_path: str | Path, output_path: str | Path, *, settings=None,
                 fh.write(json.dumps(rec) + "\n")
         write_report(rd, {"input": str(inp), **res.summary()}, all_records)
     return res
+
+
+def refusal_summary(res: BatchResult) -> str:
+    """Why records were refused, in one clause: counts by reason, the first detail, the file.
+
+    Examples
+    --------
+    >>> r = BatchResult(records=3, dead_letters=3, dead_letter_reasons={"schema_violation": 3},
+    ...                 dead_letters_file="out.dead-letters.jsonl",
+    ...                 dead_letter_examples={"schema_violation": "line 1: missing feature 'b'"})
+    >>> refusal_summary(r)
+    "3 of 3 records refused (schema_violation: 3; first: line 1: missing feature 'b'); dead letters in out.dead-letters.jsonl"
+    """
+    if not res.records:
+        return "the input holds no record"
+    if not res.dead_letters:
+        return f"no record was refused; see the log above (dead letters in {res.dead_letters_file})"
+    counts = ", ".join(f"{k}: {v}" for k, v in sorted(res.dead_letter_reasons.items(), key=lambda kv: -kv[1]))
+    top = max(res.dead_letter_reasons, key=res.dead_letter_reasons.get)
+    first = res.dead_letter_examples.get(top, "")
+    return (f"{res.dead_letters} of {res.records} records refused ({counts}; first: {first}); "
+            f"dead letters in {res.dead_letters_file}")
+
+
+def nothing_learned(res: BatchResult) -> list[str]:
+    """The models of a run that learned no record (``prefstream run`` then exits with
+    :data:`EXIT_NOTHING_LEARNED`)."""
+    return [m for m, n in res.learned.items() if not n]
 
 
 class _Refits:
@@ -415,42 +485,3 @@ def _explain_jobs(jobs: list, size: int) -> Iterator:
             pending = pending[size:]
     if pending:
         yield ExplainJob(pending, origin="sample")
-
-
-def progressive_values(acc, ll, auc) -> dict[str, float | None]:
-    """``{"accuracy", "log_loss", "roc_auc"}`` of river's progressive metrics, None where not measured.
-
-    river reads 0.0 for all three before the first scored prediction; its ``RollingROCAUC``
-    reads 0.0 as well when the true labels seen hold a single class (AUC undefined, e.g. a
-    click stream where the clicked item always wins). Those are None here, never 0.0.
-
-    Examples
-    --------
-    >>> from river import metrics
-    >>> acc, ll, auc = metrics.Accuracy(), metrics.LogLoss(), metrics.RollingROCAUC()
-    >>> progressive_values(acc, ll, auc)
-    {'accuracy': None, 'log_loss': None, 'roc_auc': None}
-    >>> for y, p in [(True, 0.9), (True, 0.8)]:
-    ...     acc.update(y, p > 0.5); ll.update(y, p); auc.update(y, p)
-    >>> progressive_values(acc, ll, auc)["roc_auc"] is None, progressive_values(acc, ll, auc)["accuracy"]
-    (True, 1.0)
-    >>> acc.update(False, False); ll.update(False, 0.3); auc.update(False, 0.3)
-    >>> progressive_values(acc, ll, auc)["roc_auc"]
-    1.0
-    """
-    cm = getattr(acc, "cm", None)
-    if cm is not None and not cm.total_weight:
-        return {"accuracy": None, "log_loss": None, "roc_auc": None}
-    out = {"accuracy": _get(acc), "log_loss": _get(ll), "roc_auc": _get(auc)}
-    one_class = cm is not None and sum(1 for v in dict(cm.sum_row).values() if v) < 2
-    if one_class or out["roc_auc"] == 0.0:  # river's value for an undefined AUC
-        out["roc_auc"] = None
-    return out
-
-
-def _get(metric) -> float | None:
-    try:
-        v = float(metric.get())
-    except (TypeError, ValueError, ZeroDivisionError):
-        return None
-    return v if v == v else None

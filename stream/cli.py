@@ -381,10 +381,14 @@ def run_cmd(
     inline_refits: bool = typer.Option(False, "--inline-refits",
                                        help="Run each refit where it is triggered (reproducible, slower)."),
 ):
-    """Learn and explain a file without Kafka (same learners, explainers, micro-batches and records as the workers)."""
+    """Learn and explain a file without Kafka (same learners, explainers, micro-batches and records as the workers).
+
+    Exit status: 0 when every model learned, 3 when a model learned no record (every record refused,
+    or an empty file; the summary is still printed), 2 for a usage error, 1 for any other error.
+    """
     from pathlib import Path
 
-    from stream.batch import output_clash, run_batch
+    from stream.batch import EXIT_NOTHING_LEARNED, nothing_learned, output_clash, refusal_summary, run_batch
     from stream.replay import sniff_kind
 
     if kind not in ("preference", "click"):
@@ -414,6 +418,12 @@ def run_cmd(
         raise typer.Exit(1) from None
     summ = {k: v for k, v in res.summary().items() if k not in ("progress",)}
     typer.echo(json.dumps(summ, indent=1, default=str))
+    idle = nothing_learned(res)
+    if idle:  # a run that learned nothing is no success (issue 31): the summary above, then the status
+        why = refusal_summary(res) if not res.dead_letters else f"dead letters in {res.dead_letters_file}"
+        typer.echo(f"error: {', '.join(map(repr, idle))} learned no record (exit status {EXIT_NOTHING_LEARNED}): {why}.",
+                   err=True)
+        raise typer.Exit(EXIT_NOTHING_LEARNED)
 
 
 # ------------------------------------------------------------------------------ demo

@@ -123,8 +123,10 @@ LEARN_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-
                  1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 #: explanation latency buckets (seconds): 100 µs … 30 s.
 EXPLAIN_BUCKETS = (1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 5.0, 30.0)
-#: explanation lag buckets (seconds): 10 ms … 2 min (arrival → delivered, queueing included).
-LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+#: explanation lag buckets (seconds): 10 ms … 2 min (arrival → delivered, queueing included), every 0.5–1 s from
+#: 1 s to 5 s so that a p99 of a few seconds reads as such (issue 29: the goal is p99 ≤ 5 s).
+LAG_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0,
+               60.0, 120.0)
 #: HTTP request latency buckets of prefstream serve (seconds): 250 µs … 5 s.
 SERVE_BUCKETS = (2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 #: refit duration buckets (seconds): 0.5 s … 30 min.

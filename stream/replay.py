@@ -528,7 +528,7 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     Notes
     -----
     The producer is confluent-kafka (librdkafka), chosen by measurement (``bench/replay_rate.py``,
-    README "Replay"): records are encoded as they are read, a chunk of about 4 MiB at a time
+    bench/results/replay.md): records are encoded as they are read, a chunk of about 4 MiB at a time
     (preference CSV rows straight to bytes, :mod:`stream.adapters.record_bytes`), handed to
     librdkafka's queue in one loop (:meth:`~stream.broker.producer.Sender.send_many`), and
     batched, compressed and sent by its own threads while the next chunk is read; only failures

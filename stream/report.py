@@ -117,8 +117,11 @@ def _progress_plot(progress: list[Mapping], path: Path) -> None:
             ys = [p.get(key) for p in pts]
             if any(y is not None for y in ys):
                 ax.plot(ev, [np.nan if y is None else y for y in ys], marker=".", label=model)
+    evs = [p["events"] for p in progress if p.get("events")]
     for ax, lab in zip(axes, ("progressive ROC AUC", "progressive accuracy")):
         ax.set_xlabel("events learned")
+        if evs and max(evs) > 20 * min(evs):  # the learner's points are ~3 % apart: a log axis spaces them evenly
+            ax.set_xscale("log")
         ax.set_ylabel(lab)
         ax.axhline(0.5, color="grey", lw=0.6, ls=":")
         ax.grid(alpha=0.3)
@@ -213,6 +216,71 @@ def report_title(summary: Mapping[str, Any]) -> str:
     return "prefstream report"
 
 
+def version_ranges(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[int, int]]:
+    """``{(method, model): (lowest, highest model_version)}`` of the records.
+
+    Examples
+    --------
+    >>> version_ranges([{"method": "a", "model_name": "m", "model_version": 3},
+    ...                 {"method": "a", "model_name": "m", "model_version": 7}, {"method": "b", "model_version": 2}])
+    {('a', 'm'): (3, 7), ('b', ''): (2, 2)}
+    """
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for r in records:
+        key, v = (r.get("method", ""), r.get("model_name", "")), int(r.get("model_version") or 0)
+        lo, hi = out.get(key, (v, v))
+        out[key] = (min(lo, v), max(hi, v))
+    return out
+
+
+#: What the summary rows that are not self-explanatory mean (shown under the table when present).
+ROW_NOTES = {
+    "learner_cpu_s": "CPU seconds of the learner worker process (its refit process not included) from the end of "
+                     "the warm-up to the last learned example.",
+    "learner_cpu_examples": "Examples the learner learned in that interval: learner_cpu_examples / learner_cpu_s is "
+                            "its examples per CPU-second.",
+    "learn_seconds": "Seconds until the last record was learned (before waiting for a refit in flight).",
+    "dead_letters_file": "Where the refused records went, one dead-letter record each, with the reason and the "
+                         "input line (file mode).",
+}
+
+
+def reading_notes(summary: Mapping[str, Any], versions: Mapping[tuple[str, str], tuple[int, int]]) -> str:
+    """The report's "How to read this report" section: the learning curve, the summary rows that need
+    a word, the masked heatmap diagonals, and the model versions of the methods when they differ.
+
+    Examples
+    --------
+    >>> html_ = reading_notes({"learner_cpu_s": 1.5}, {("pref-shap", "gpm"): (1, 7), ("capacity-shapley", "capacity"): (3, 3)})
+    >>> "learner_cpu_s" in html_ and "capacity-shapley (capacity) v3" in html_ and "pref-shap (gpm) v1–v7" in html_
+    True
+    """
+    items = ["<li><b>Learning curve.</b> Each point is the learner's own progressive validation at an event "
+             "count: every event is predicted by the model before it learns it (in chunks that grow with what "
+             "the model has learned, so the scoring model is at most max(4, n/8) events older than in a "
+             "one-by-one pass; docs/workers.md), accumulated up to that count. Points are taken about 3 % "
+             "apart in event count, so the early part of the curve is dense.</li>"]
+    rows = [f"<li><b>{html.escape(k)}</b>: {html.escape(t)}</li>" for k, t in ROW_NOTES.items() if k in summary]
+    if rows:
+        items.append("<li><b>Summary rows.</b><ul>" + "".join(rows) + "</ul></li>")
+    items.append("<li><b>Heatmaps.</b> The diagonal of a distributional transition heatmap is left blank: it is "
+                 "the probability that adding the feature leaves the predicted class unchanged, which would "
+                 "dwarf the transitions (its total is in the plot's title). The diagonal of a capacity "
+                 "interaction heatmap is blank because a criterion has no interaction index with itself (its "
+                 "importance is in the capacity-shapley section).</li>")
+    spans = sorted(versions.items())
+    if len({v for _, v in spans}) > 1:
+        lst = ", ".join(f"{html.escape(m)} ({html.escape(mo)}) " + (f"v{lo}" if lo == hi else f"v{lo}–v{hi}")
+                        for (m, mo), (lo, hi) in spans)
+        items.append("<li><b>Model versions differ between methods</b>: " + lst + ". Each record explains the "
+                     "model snapshot the explainer held when it explained that event (not when the event "
+                     "arrived): a method whose queue is explained in one call carries the one version it held "
+                     "then, one that works through its queue while snapshots arrive spans several, and one "
+                     "that explains only some events (click sessions, a model not yet fitted) starts later. "
+                     "Compare methods at equal versions.</li>")
+    return "<h2>How to read this report</h2><ul>" + "".join(items) + "</ul>"
+
+
 def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> Path:
     """Write ``index.html`` and the PNG plots of a run into ``out_dir``.
 
@@ -264,6 +332,8 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
         n_img += len(drift_figs)
     rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_fmt(v)}</td></tr>" for k, v in summary.items()
                    if not isinstance(v, (list, dict)))
+    versions = version_ranges(records)
+    sections.insert(0, reading_notes(summary, versions))
     groups = combine_records(records)
     for (method, model), (expl, last, last_batch) in sorted(groups.items()):
         figs = []
@@ -283,8 +353,10 @@ def write_report(out_dir: str | Path, summary: Mapping[str, Any], records: Itera
                 plt.close("all")
         top = ", ".join(expl.top_features(5))
         lat = expl.compute_time / max(expl.n_instances, 1) * 1e3
+        lo, hi = versions.get((method, model), (expl.model_version, expl.model_version))
+        vtxt = f"model v{lo}" if lo == hi else f"model v{lo}–v{hi}"
         sections.append(f"<h2>{html.escape(method)} <small>({html.escape(model)}, {expl.n_instances} explanations, "
-                        f"model v{expl.model_version}, {lat:.1f} ms each on average)</small></h2><p>Top features: {html.escape(top)}</p>"
+                        f"{vtxt}, {lat:.1f} ms each on average)</small></h2><p>Top features: {html.escape(top)}</p>"
                         + "".join(figs))
     title = html.escape(report_title(summary))
     page = f"""<!doctype html>

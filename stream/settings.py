@@ -191,6 +191,9 @@ class Settings:
     # ------------------------------------------------------------------- operations
     metrics_port: int | None = _f(None, "Prometheus port for this worker; None = the role default below.",
                                   "opt_int", lo=0, hi=65535)
+    progress_log: str | None = _f(None, "The learner worker appends its learning curve here: its progressive metrics "
+                                  "at event counts, one JSON object per line ({events, model, accuracy, roc_auc, "
+                                  "log_loss, t}); None = not written.", "opt_str")
     learner_metrics_port: int = _f(9464, "Default Prometheus port of the learner worker.", "int", lo=0, hi=65535)
     explainer_metrics_port: int = _f(9465, "Default Prometheus port of the explainer worker.", "int", lo=0, hi=65535)
     max_message_bytes: int = _f(1_048_576, "Larger input messages are dead-lettered as oversize.", "int", lo=1)
@@ -288,7 +291,7 @@ class Settings:
         if config_file is not None:
             src = f"config file {os.fspath(config_file)}"
             for k, v in _read_config(config_file).items():
-                f = _known(names, k, src)
+                f = _known(names, k, src, v)
                 values[k] = _coerce(f, v, src)
         for name, f in names.items():
             # the canonical PREFSTREAM_<NAME> wins over an alias (e.g. PREFSTREAM_BOOTSTRAP)
@@ -298,7 +301,7 @@ class Settings:
         for k, v in (overrides or {}).items():
             if v is None:
                 continue
-            f = _known(names, k, _OVERRIDES)
+            f = _known(names, k, _OVERRIDES, v)
             values[k] = _coerce(f, v, _OVERRIDES)
         return cls(**values)
 
@@ -358,10 +361,23 @@ class Settings:
 
 
 # ------------------------------------------------------------------------ internals
-def _known(names: dict, key: str, src: str):
+def _known(names: dict, key: str, src: str, value: Any = None):
+    """The field ``key``, or one error line: the closest name, or where a table of model parameters goes.
+
+    Examples
+    --------
+    >>> _known({"models": 1, "model_params": 2}, "capacity", "config file x.toml", {"k": 2})
+    Traceback (most recent call last):
+    ...
+    learners.exceptions.InvalidParameterError: Unknown setting 'capacity' in config file x.toml. Parameters of a model go under [model_params.capacity] (e.g. [model_params.capacity] then k = 2). Known settings: model_params, models.
+    """
     if key not in names:
         close = difflib.get_close_matches(key, list(names), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
+        if isinstance(value, Mapping) and "model_params" in names:  # a [table] of its own: a model's parameters
+            first = next(iter(value.items()), None)
+            eg = f" (e.g. [model_params.{key}] then {first[0]} = {json.dumps(first[1])})" if first else ""
+            hint = f" Parameters of a model go under [model_params.{key}]{eg}."
         raise InvalidParameterError(f"Unknown setting {key!r} in {src}.{hint} Known settings: {', '.join(sorted(names))}.")
     return names[key]
 

@@ -385,12 +385,12 @@ def test_stall_seconds_grow_only_while_a_partition_has_lag_and_does_not_move():
     loop.update_lag_and_stall(now=1000.0)
     assert (stall(a), lag(a), stall(b), lag(b)) == (0.0, 60.0, 0.0, 0.0)
     loop.update_lag_and_stall(now=1007.5)  # a has lag and has not moved for 7.5 s; b is caught up
-    assert (stall(a), stall(b)) == (7.5, 0.0)
+    assert (stall(a), stall(b)) == pytest.approx((7.5, 0.0), abs=1e-9)
     done[a] = 41  # a moves: the clock restarts
     loop.update_lag_and_stall(now=1010.0)
-    assert stall(a) == 0.0
+    assert stall(a) == pytest.approx(0.0, abs=1e-9)
     loop.update_lag_and_stall(now=1013.0)
-    assert stall(a) == 3.0
+    assert stall(a) == pytest.approx(3.0, abs=1e-9)
     loop.consumer.hw[b] = 60  # new records on b: its clock runs from when it was last seen caught up (1013)
     loop.update_lag_and_stall(now=1020.0)
     loop.update_lag_and_stall(now=1024.0)

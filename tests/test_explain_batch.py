@@ -109,14 +109,15 @@ def test_exact_batch_equals_one_call_per_event(pokemon, model):
         np.testing.assert_array_less(np.atleast_1d(batch.additivity_error()), 1e-9) if getattr(fn, "additive", False) else None
 
 
-def test_prefshap_and_distributional_share_one_table(pokemon):
-    """Pref-SHAP's per-duel games are sub-tables of the batch's player table, which the Bernoulli values read."""
+def test_observational_player_table_kept_per_duel(pokemon):
+    """The observational CME path (the paper's tables): a duel's game is a sub-table of the batch's player table,
+    kept per duel, so a later call computes nothing again."""
     from stream.plugins.gpm import _duel_arrays, _prefshap_for
     from stream.plugins.groups import players
 
     learners, train, events, cat = pokemon
     lr = learners["gpm"]
-    model, ps, b = _prefshap_for(lr, _ctx("gpm", train, cat))
+    model, ps, b = _prefshap_for(lr, _ctx("gpm", train, cat), "observational")
     assert ps.players()[0] == players(list(model.feature_names), b["exact_players"])[0]
     XL, XR, U = _duel_arrays(model, events)
     t = ps.player_table(XL, XR, U)
@@ -129,6 +130,31 @@ def test_prefshap_and_distributional_share_one_table(pokemon):
     np.testing.assert_allclose(t[-1], model.decision_function(XL, XR), rtol=1e-9, atol=1e-12)   # ν(Ω) = g
 
 
+def test_stream_prefshap_is_exact_on_every_feature_and_distributional_reads_its_value_function(pokemon):
+    """The stream's GPM Pref-SHAP: product-marginal, 26 players (no grouping), exact; the Bernoulli values of the
+    same events evaluate the same value function from the duel's product-game terms (no shared table)."""
+    from explainers._coalitions import all_coalitions
+    from explainers.distributional import product_value_function
+    from stream.plugins.gpm import _duel_arrays, _prefshap_for
+    from stream.plugins.groups import players
+
+    learners, train, events, cat = pokemon
+    lr = learners["gpm"]
+    model, ps, b = _prefshap_for(lr, _ctx("gpm", train, cat))
+    assert ps.exact_product and ps.players()[0] == list(model.feature_names)
+    e = registry.explainers_for("gpm")["pref-shap"](lr, events[:3], _ctx("gpm", train, cat))
+    assert e.values.shape == (3, len(model.feature_names)) and e.extra["estimator"] == "product-exact"
+    XL, XR, _ = _duel_arrays(model, events[:3])
+    pl, member = players(list(model.feature_names), b["exact_players"])
+    C = (all_coalitions(len(pl)).astype(np.int64) @ member.astype(np.int64)) > 0
+    for k in range(3):
+        nu = product_value_function(*ps.product_terms(XL[k], XR[k]))
+        np.testing.assert_allclose(nu(C), ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1])[:, 0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(nu(C[-1:])[0], model.decision_function(XL[k:k + 1], XR[k:k + 1])[0], atol=1e-10)
+    dist = registry.explainers_for("gpm")["distributional-bernoulli"](lr, events[:3], _ctx("gpm", train, cat))
+    np.testing.assert_allclose(dist.prediction, 1 / (1 + np.exp(-model.decision_function(XL, XR))), atol=1e-9)
+
+
 def test_snapshots_of_one_fit_share_their_explainer(pokemon):
     """A new snapshot of an unchanged fit (a new object, same arrays) reuses the kernel blocks of the last one and
     explains alike; a different fit (or other budgets) gets its own explainer."""
@@ -138,6 +164,8 @@ def test_snapshots_of_one_fit_share_their_explainer(pokemon):
     spec = registry.get_model("gpm")
     lr = spec.loader(learners["gpm"].state_dict())             # as the explainer loads every snapshot
     _, ps, _ = _prefshap_for(lr, _ctx("gpm", train, cat))
+    _, obs, _ = _prefshap_for(lr, _ctx("gpm", train, cat), "observational")
+    assert obs is not ps and _prefshap_for(lr, _ctx("gpm", train, cat))[1] is ps   # one per value function
     again = spec.loader(learners["gpm"].state_dict())
     assert again.model is not lr.model
     _, ps2, _ = _prefshap_for(again, _ctx("gpm", train, cat))
@@ -161,7 +189,13 @@ def test_sampled_prefshap_batch_within_standard_errors(pokemon):
     learners, train, events, cat = pokemon
     lr = learners["gpm"]
     small = {"exact_players": 4, "max_coalitions": 128, "target_se": 0}      # 9 players, 512 coalitions: sampled
-    fn = registry.explainers_for("gpm")["pref-shap"]
+    from stream.plugins.gpm import _duel_arrays, _outcome, _prefshap_for
+
+    def fn(lr, evs, ctx):             # the observational CME path (the stream's own is exact at any width)
+        model, ps, _ = _prefshap_for(lr, ctx, "observational")
+        XL, XR, U = _duel_arrays(model, evs)
+        return ps.explain_duels(XL, XR, U, _outcome(evs))
+
     one, batch = _both(fn, lr, events, lambda: _ctx("gpm", train, cat, small))
     v1 = np.concatenate([np.atleast_2d(o.values) for o in one])
     se1 = np.concatenate([np.atleast_2d(o.extra.get("stderr", np.zeros_like(o.values))) for o in one])
@@ -233,7 +267,7 @@ def test_stored_blocks_serve_a_chunk_of_only_the_empty_and_full_coalitions(pokem
     from stream.plugins.gpm import _duel_arrays, _prefshap_for
 
     learners, train, events, cat = pokemon
-    model, ps, b = _prefshap_for(learners["gpm"], _ctx("gpm", train, cat))      # blocks stored for every coalition
+    model, ps, b = _prefshap_for(learners["gpm"], _ctx("gpm", train, cat), "observational")  # blocks of every coalition
     XL, XR, _ = _duel_arrays(model, events[:3])
     d = len(model.feature_names)
     ends = ps.coalition_values(np.array([np.zeros(d, bool), np.ones(d, bool)]), XL, XR)
@@ -252,7 +286,7 @@ def test_kernel_blocks_partly_or_not_stored_give_the_same_values(pokemon, cache_
     from stream.plugins.groups import groups_of
 
     learners, train, events, cat = pokemon
-    model, ps, b = _prefshap_for(learners["gpm"], _ctx("gpm", train, cat))
+    model, ps, b = _prefshap_for(learners["gpm"], _ctx("gpm", train, cat), "observational")
     some = PrefSHAP(model, reference_items=None, max_reference=b["reference_size"], random_state=0,
                     feature_groups=groups_of(list(model.feature_names), b["exact_players"]) or None,
                     dtype=torch.float64, cache_mb=cache_mb)

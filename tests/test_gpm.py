@@ -124,8 +124,8 @@ def test_state_round_trip(duels):
 
 
 def test_metrics():
-    assert roc_auc([1, -1, 1, -1], [3, 1, 2, 0]) == 1.0
-    assert roc_auc([1, -1], [1, 1]) == 0.5
+    assert roc_auc([1, -1, 1, -1], [3, 1, 2, 0]) == pytest.approx(1.0, abs=1e-12)
+    assert roc_auc([1, -1], [1, 1]) == pytest.approx(0.5, abs=1e-12)
     assert log_loss([1], [0.0]) == pytest.approx(np.log(2))
 
 

@@ -81,7 +81,7 @@ def test_null_player():
     w = np.array([1.5, 0.0, -0.7, 0.0])
     e = explain_linear(w, rng.normal(size=(8, 4)) * 10, rng.normal(size=(8, 4)), background_mean_diff=rng.normal(size=4),
                        feature_names=list("abcd"))
-    assert np.all(e.values[:, [1, 3]] == 0.0)
+    np.testing.assert_allclose(e.values[:, [1, 3]], 0.0, rtol=0, atol=1e-12)
     assert np.all(e.values[:, [0, 2]] != 0.0)
 
 
@@ -169,7 +169,7 @@ def test_margin_is_skew_symmetric_and_proba_consistent():
     assert m.feature_names == ["x", "y", "z"]  # learned (sorted) from the first example
     a, b = {"x": 0.3, "y": -1.0, "z": 2.0}, {"x": 1.0, "y": 0.5, "z": -0.5}
     assert m.margin_one(a, b) == pytest.approx(-m.margin_one(b, a), abs=1e-12)
-    assert m.margin_one(a, a) == 0.0
+    assert m.margin_one(a, a) == pytest.approx(0.0, abs=1e-12)
     p = m.predict_proba_one(a, b)
     assert p[1] + p[-1] == pytest.approx(1.0) and p[1] == pytest.approx(m.predict_proba_one(b, a)[-1])
     assert m.margin_one(a, b) == pytest.approx(float(m.margin(np.array([[0.3, -1.0, 2.0]]), np.array([[1.0, 0.5, -0.5]]))[0]))
@@ -197,7 +197,7 @@ def test_weights_and_context_ignored():
     m2 = LinearBT(feature_names=["x", "y"])
     m2.learn_one({"x": 1.0, "y": 0.0, "extra": 5.0}, {"x": 0.0, "y": 0.0}, 1, weight=2.0)
     np.testing.assert_array_equal(m.weights, m2.weights)
-    assert m.weights[0] > 0 and m.weights[1] == 0.0
+    assert m.weights[0] > 0 and m.weights[1] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_state_round_trip_and_continued_learning():

@@ -29,13 +29,13 @@ def gauge(m, name, **labels):
 
 # ------------------------------------------------------------------ nDCG
 def test_ndcg_closed_forms():
-    assert ndcg([3, 2, 1], [30, 20, 10], k=3) == 1.0
+    assert ndcg([3, 2, 1], [30, 20, 10], k=3) == pytest.approx(1.0, abs=1e-12)
     # reversed: (1 + 2/log2 3 + 3/2) / (3 + 2/log2 3 + 1/2)
     want = (1 + 2 / math.log2(3) + 1.5) / (3 + 2 / math.log2(3) + 0.5)
     assert ndcg([3, 2, 1], [1, 2, 3], k=3) == pytest.approx(want, abs=1e-15)
     # only the top k of the current ranking count: swapping ranks 3 and 4 changes nothing at k=2
-    assert ndcg([4, 3, 2, 1], [4, 3, 1, 2], k=2) == 1.0
-    assert ndcg([0, 0], [1, 2]) == 1.0
+    assert ndcg([4, 3, 2, 1], [4, 3, 1, 2], k=2) == pytest.approx(1.0, abs=1e-12)
+    assert ndcg([0, 0], [1, 2]) == pytest.approx(1.0, abs=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
@@ -71,11 +71,11 @@ def test_topk_gauges_keep_cardinality_bounded_and_mass_conserved():
     mon.observe(expl(np.tile(base, (10, 1))))
     feats = {s.labels["feature"] for s in m.global_mean_abs_phi.collect()[0].samples}
     assert feats == {"f0", "f1", "other"}
-    assert gauge(m, "prefstream_global_mean_abs_phi", model="m", method="linear-shapley", feature="f1") == 4.0
-    assert gauge(m, "prefstream_global_mean_phi", model="m", method="linear-shapley", feature="f1") == -4.0
+    assert gauge(m, "prefstream_global_mean_abs_phi", model="m", method="linear-shapley", feature="f1") == pytest.approx(4.0, abs=1e-12)
+    assert gauge(m, "prefstream_global_mean_phi", model="m", method="linear-shapley", feature="f1") == pytest.approx(-4.0, abs=1e-12)
     # other = the sum of the rest: exported mass equals the total mean |φ|
-    assert gauge(m, "prefstream_global_mean_abs_phi", model="m", method="linear-shapley", feature="other") == 6.5
-    assert gauge(m, "prefstream_global_mean_phi", model="m", method="linear-shapley", feature="other") == 4.5
+    assert gauge(m, "prefstream_global_mean_abs_phi", model="m", method="linear-shapley", feature="other") == pytest.approx(6.5, abs=1e-12)
+    assert gauge(m, "prefstream_global_mean_phi", model="m", method="linear-shapley", feature="other") == pytest.approx(4.5, abs=1e-12)
     # the ranking changes: f5 and f4 lead; f0/f1 series are removed, not left stale
     mon.observe(expl(np.tile([0.1, 0.1, 0.1, 0.1, -4.0, 5.0], (10, 1))))
     feats = {s.labels["feature"] for s in m.global_mean_abs_phi.collect()[0].samples}
@@ -89,11 +89,11 @@ def test_capacity_indices_export_top_pairs_plus_other():
     e = expl([0.5, 0.3, 0.2], method="capacity-interaction", names=["a", "b", "c"])
     e.extra = {"pairs": [["a", "b", -0.3], ["b", "c", 0.2], ["a", "c", 0.1]]}
     mon.observe(e.to_records())
-    assert gauge(m, "prefstream_capacity_interaction", model="m", pair="a×b") == -0.3
-    assert gauge(m, "prefstream_capacity_interaction", model="m", pair="b×c") == 0.2
+    assert gauge(m, "prefstream_capacity_interaction", model="m", pair="a×b") == pytest.approx(-0.3, abs=1e-12)
+    assert gauge(m, "prefstream_capacity_interaction", model="m", pair="b×c") == pytest.approx(0.2, abs=1e-12)
     assert gauge(m, "prefstream_capacity_interaction", model="m", pair="other") == pytest.approx(0.1)
     mon.observe(expl([0.5, 0.3, 0.2], method="capacity-shapley", names=["a", "b", "c"]))
-    assert gauge(m, "prefstream_capacity_shapley", model="m", feature="a") == 0.5
+    assert gauge(m, "prefstream_capacity_shapley", model="m", feature="a") == pytest.approx(0.5, abs=1e-12)
     assert gauge(m, "prefstream_capacity_shapley", model="m", feature="other") == pytest.approx(0.2)
     assert len(mon.history) == 0  # per-snapshot indices are not windowed
 

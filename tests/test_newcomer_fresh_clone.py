@@ -175,9 +175,10 @@ def test_run_on_an_empty_file_says_no_records(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         res = runner.invoke(app, ["run", "-q", "-i", str(f), "-o", str(tmp_path / "x.jsonl"), "-m", "linear-bt",
                                   "--set", 'feature_names=["a"]'])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 3, res.output  # a model that learned nothing is no success (issue 31)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == [f"no records in {f}"], warnings
+    assert res.stderr.strip().splitlines()[-1] == "error: 'linear-bt' learned no record (exit status 3): the input holds no record."
 
 
 @pytest.mark.parametrize("ts", ["notatime", "this is not a time at all"])

@@ -306,7 +306,7 @@ def test_constant_feature_removed(data, gpm):
     e = explain_duels(gpm, XL2, XR2, reference_items=items)
     assert all(dp == ["f1"] for dp in e.extra["dropped_players"])     # per duel
     assert (e.extra["coalitions"] == 8).all()                # 2^(d_eff) with d_eff = 3
-    np.testing.assert_array_equal(e.values[:, 1], 0.0)
+    np.testing.assert_allclose(e.values[:, 1], 0.0, rtol=0, atol=1e-12)
     assert e.additivity_error().max() < 1e-10
     np.testing.assert_allclose(e.base_values, 0.0, atol=1e-12)
     np.testing.assert_allclose(e.prediction, gpm.decision_function(XL2, XR2), rtol=1e-10)

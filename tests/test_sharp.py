@@ -424,7 +424,7 @@ def test_coalition_weights_sum_and_strata():
 def test_one_shot_functions_and_records():
     e = explain(lin(FIG1_W), FIG1_X, [0, 7], "topk", k=4, feature_names=["gpa", "sat", "essay"], item_ids=FIG1_NAMES)
     assert e.method == "sharp-topk" and e.instance_ids == ["Bob", "Osi"]
-    assert e.prediction.tolist() == [1.0, 0.0]
+    np.testing.assert_allclose(e.prediction, [1.0, 0.0], rtol=0, atol=1e-12)
     rec = e.to_records()[0]
     assert rec["method"] == "sharp-topk" and len(rec["values"]) == 3
     p = explain_pairwise(lin(FIG1_W), FIG1_X, (2, 6), item_ids=FIG1_NAMES)

@@ -433,7 +433,7 @@ def test_sampling_rate_falls_with_the_backlog():
             rates.append(ex.sample_rate())
         return rates
 
-    assert asyncio.run(go()) == [0.5, 0.375, 0.25, 0.125, 0.0]
+    assert asyncio.run(go()) == pytest.approx([0.5, 0.375, 0.25, 0.125, 0.0], abs=1e-12)
 
 
 def test_model_version_gauge_is_the_sum_over_sources():

@@ -51,8 +51,8 @@ from explainers.distributional.families import BernoulliFamily, CategoricalFamil
 from explainers.distributional.games import StochasticGame, table_game
 from explainers.distributional.model_games import (bernoulli_preference_game, categorical_choice_game,
                                                    gaussian_utility_game, learner_margin_value_function,
-                                                   masked_inputs, pairwise_margin_value_function, reference_game,
-                                                   table_value_function)
+                                                   masked_inputs, pairwise_margin_value_function, product_value_function,
+                                                   reference_game, table_value_function)
 from explainers.distributional.results import (explain_choice, explain_game, explain_gaussian_utility,
                                                explain_preference, to_explanation)
 from explainers.distributional.structures import (Banzhaf, CoalitionStructure, ExplicitCoalitionStructure,
@@ -73,7 +73,7 @@ __all__ = [
     # games from models
     "masked_inputs", "pairwise_margin_value_function", "learner_margin_value_function",
     "bernoulli_preference_game", "categorical_choice_game", "gaussian_utility_game", "reference_game",
-    "table_value_function",
+    "table_value_function", "product_value_function",
     # results
     "to_explanation", "explain_game", "explain_preference", "explain_choice", "explain_gaussian_utility",
 ]

@@ -19,8 +19,8 @@ from explainers.distributional.structures import all_coalitions  # noqa: F401  (
 from learners.exceptions import InvalidInputError, check_param
 
 __all__ = ["bernoulli_preference_game", "categorical_choice_game", "gaussian_utility_game",
-           "learner_margin_value_function", "masked_inputs", "pairwise_margin_value_function", "reference_game",
-           "table_value_function"]
+           "learner_margin_value_function", "masked_inputs", "pairwise_margin_value_function", "product_value_function",
+           "reference_game", "table_value_function"]
 
 _TINY = np.finfo(np.float64).tiny
 
@@ -136,6 +136,40 @@ def table_value_function(values) -> Callable[[np.ndarray], np.ndarray]:
     def nu(coalitions):
         c = np.asarray(coalitions, dtype=bool).reshape(-1, n)
         return v[(c.astype(np.int64) * bits).sum(axis=1)]
+
+    return nu
+
+
+def product_value_function(A, B, W) -> Callable[[np.ndarray], np.ndarray]:
+    """Coalition value function of a sum of product games, ``ν(S) = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj``.
+
+    The product-marginal Pref-SHAP value function of a GPM / C-GPM / UPM duel is one
+    (:meth:`explainers.prefshap.PrefSHAP.product_terms`; Hu et al. 2022 Sec. 3.1 with the marginal
+    reference); each coalition costs O(T·d) (:func:`explainers.prefshap.product.product_game_values`).
+
+    Parameters
+    ----------
+    A, B : array_like of shape (T, d)
+        Factors of player j present / absent in term t (≥ 0, e.g. kernel values and their marginal means).
+    W : array_like of shape (T,)
+
+    Examples
+    --------
+    >>> nu = product_value_function([[2.0, 3.0]], [[1.0, 1.0]], [1.0])
+    >>> nu(all_coalitions(2)).round(12).tolist()
+    [1.0, 2.0, 3.0, 6.0]
+    """
+    from explainers.prefshap.product import product_game_values
+
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64).reshape(-1)
+    if A.ndim != 2 or A.shape != B.shape or W.shape != (A.shape[0],):
+        raise InvalidInputError(f"product_value_function: A and B must have shape (T, d) and W (T,); got {A.shape}, "
+                                f"{B.shape}, {W.shape}.")
+    d = A.shape[1]
+
+    def nu(coalitions):
+        return product_game_values(A, B, W, np.asarray(coalitions, dtype=bool).reshape(-1, d))
 
     return nu
 

@@ -37,6 +37,15 @@ the same Γ_S(·, x), so ν̂ is skew-symmetric and vanishes on a duel of two id
 With ``value_function="interventional"`` (Janzing et al., mentioned in Sec. 3.1) β_i = 1/n
 for every S.
 
+Exact product-marginal value function (the stream's default)
+-------------------------------------------------------------
+With ``value_function="product-marginal"`` each absent feature is integrated out under its own marginal
+over the reference catalog (k_j → μ_j, μ_j(c_j) = mean_i k_j(z_ij, c_j); Sec. 3.1's marginal reference):
+every term of g is then a product game v(S) = w Π_{j∈S} a_j Π_{j∉S} b_j and its Shapley values have the
+closed form φ_i = w (a_i − b_i) ∫_0^1 Π_{j≠i} ((1−s) b_j + s a_j) ds, evaluated exactly by Gauss–Legendre
+quadrature: O(T·d²) per duel at any width, nothing enumerated or sampled (:mod:`explainers.prefshap.product`,
+:mod:`explainers.prefshap.exact`; docs/prefshap.md).
+
 Preferential value function for contexts (Proposition 3.3)
 -----------------------------------------------------------
 ν_{S'}(u, x^ℓ, x^r) = Σ_m α_m Γ^U_{S'}(u_m, u) Ξ_m(x^ℓ, x^r), Ξ_m = k(x^ℓ, c^ℓ_m) k(x^r, c^r_m) −

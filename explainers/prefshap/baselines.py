@@ -57,6 +57,10 @@ class _Baselines:
             W = None
         else:
             raise InvalidInputError("concat-shap explains a GPM or C-GPM preference function g.")
+        if self.exact_product:
+            raise InvalidInputError(
+                "concat-shap (a baseline of the paper's Section 4) is implemented for the observational and "
+                "interventional value functions; build the PrefSHAP with value_function='observational' for it.")
         if p.constant:
             raise InvalidInputError(
                 f"concat-shap (a baseline) is implemented for the pure k_E kernel; this model has item_constant_="

@@ -90,8 +90,13 @@ class _ContextTasks:
         Xi = self._xi(eng, XL, XR)
         pnames, member, dropped, active, plan, masks = self._players_for(
             p.context_names, None, np.concatenate([np.asarray(p.transform_context(U), float), self._ref_u]), self._rng)
-        v = self._context_values(masks, U, Xi, eng, np.arange(U.shape[0]))
-        phi, base, pred = self._shapley(plan, v, len(pnames), active)
+        if self.exact_product:
+            xi_w = (Xi * eng.tensor(p.alpha)[:, None]).T.cpu().numpy()               # (P, M)
+            phi, base, pred = self._contexts_product(U, xi_w, dropped)
+            plan = None
+        else:
+            v = self._context_values(masks, U, Xi, eng, np.arange(U.shape[0]))
+            phi, base, pred = self._shapley(plan, v, len(pnames), active)
         return self._finish("pref-shap-context", phi * sign[:, None], base * sign, pred * sign, pnames, U, t0,
                             plan, dropped, pnames, {"task": "duel-context", "oriented": _orientation(outcome, U.shape[0]),
                                                     "reference_contexts": int(self._ref_u.shape[0])})
@@ -126,8 +131,12 @@ class _ContextTasks:
         pnames, member, dropped, active, plan, masks = self._players_for(
             p.context_names, None, np.concatenate([np.asarray(p.transform_context(U), float), self._ref_u]), self._rng)
         Xi_rep = Xi_mean.expand(-1, U.shape[0])
-        v = self._context_values(masks, U, Xi_rep, eng, np.arange(U.shape[0]))
-        phi, base, pred = self._shapley(plan, v, len(pnames), active)
+        if self.exact_product:
+            phi, base, pred = self._contexts_product(U, (Xi_rep * eng.tensor(p.alpha)[:, None]).T.cpu().numpy(), dropped)
+            plan = None
+        else:
+            v = self._context_values(masks, U, Xi_rep, eng, np.arange(U.shape[0]))
+            phi, base, pred = self._shapley(plan, v, len(pnames), active)
         return self._finish("pref-shap-context", phi, base, pred, pnames, U, t0, plan, dropped, pnames,
                             {"task": "context-average", "n_duels": int(XL.shape[0]),
                              "reference_contexts": int(self._ref_u.shape[0])})

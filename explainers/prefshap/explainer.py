@@ -21,17 +21,19 @@ from explainers._result import Explanation
 from explainers.prefshap.baselines import _Baselines
 from explainers.prefshap.batch import _DuelBatch
 from explainers.prefshap.contexts import _ContextTasks
+from explainers.prefshap.exact import _ExactTasks
 from explainers.prefshap.engine import _Engine, _masked_kernel, _pair_values_flat, _PairIndex, _Space, _unique_rows
 from explainers.prefshap.model import _check_matrix, _orientation, _outcome_sign, _parts
+from explainers.prefshap.product import _ProductModel, product_game_values
 from learners.exceptions import InvalidInputError, check_param
 
 __all__ = ["PrefSHAP"]
 
-_VALUE_FUNCTIONS = ("observational", "interventional")
+_VALUE_FUNCTIONS = ("observational", "interventional", "product-marginal")
 _SOLVERS = ("cholesky", "cg")
 
 
-class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines):
+class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines, _ExactTasks):
     """Pref-SHAP explainer for a fitted GPM / C-GPM / UPM (Hu et al. 2022, Section 3, Algorithm 1).
 
     Parameters
@@ -54,8 +56,13 @@ class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines):
         λ of the CME, (K_S + nλI)⁻¹ (Prop. 3.2; λ' of Prop. 3.3).
     max_reference : int, default 512
         Largest reference sample; a larger catalog is subsampled (``random_state``).
-    value_function : {"observational", "interventional"}
-        Conditional (CME, the paper's choice) or marginal reference distribution.
+    value_function : {"observational", "interventional", "product-marginal"}
+        Conditional (CME, the paper's choice, kept for the paper's tables), joint marginal (β_i = 1/n), or
+        the product of the per-feature marginals of the reference catalog (k_j → μ_j, Sec. 3.1's marginal
+        reference): every term of g is then a product game, and the Shapley values are computed exactly
+        at any width in O(T·d²) per duel, with no coalitions enumerated or sampled
+        (:mod:`explainers.prefshap.product`; the stream's default). ``max_coalitions``, ``solver``,
+        ``cme_reg``, ``target_se`` and ``device`` do not apply to it (NumPy, float64).
     solver : {"cholesky", "cg"}
         Batched Cholesky or batched preconditioned CG (Algorithm 3) for the CME systems.
     feature_groups : mapping of str to list of str, optional
@@ -151,8 +158,34 @@ class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines):
         elif reference_contexts is not None:
             raise InvalidInputError("reference_contexts given but the model has no context features (not a C-GPM).")
         self.last_stats: dict = {}
+        self._product_model = None
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def exact_product(self) -> bool:
+        """Whether this explainer uses the product-marginal value function (exact at any width)."""
+        return self.value_function == "product-marginal"
+
+    def _product(self) -> _ProductModel:
+        if self._product_model is None:
+            self._product_model = _ProductModel(self._p, self._ref, self._ref_u)
+        return self._product_model
+
+    def product_terms(self, xl, xr, u=None, member=None):
+        """The product-game terms (A (T, n), B (T, n), W (T,)) of ν_S(x^ℓ, x^r[, u]) for one duel (raw units):
+        ν_S = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj (:mod:`explainers.prefshap.product`), on the features, or on the
+        players of ``member`` (n, d) bool (groups of features: products of their factors). A C-GPM without ``u``
+        is explained through ḡ = E_U g_U, as :meth:`explain_duels`."""
+        d = len(self._p.feature_names)
+        XL = _check_matrix("XL", xl, d); XR = _check_matrix("XR", xr, d)
+        U = None if u is None else _check_matrix("U", u, len(self._p.context_names))
+        W = self._context_weights(self._engine(), U).cpu().numpy()
+        xls = np.asarray(self._p.transform(XL), float)[0]
+        xrs = np.asarray(self._p.transform(XR), float)[0]
+        if member is not None and member.shape[0] == d and np.all(member == np.eye(d, dtype=bool)):
+            member = None
+        return self._product().item_terms(xls, xrs, W.reshape(-1), member)
+
     def _subsample(self, R: np.ndarray) -> np.ndarray:
         if R.shape[0] > self.max_reference:
             R = R[np.sort(self._rng.choice(R.shape[0], self.max_reference, replace=False))]
@@ -250,6 +283,14 @@ class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines):
         CME factorisations are shared between blocks).
         """
         P = XLs.shape[0]
+        if self.exact_product:
+            Wn = W.cpu().numpy()
+            prod = self._product()
+            out = np.empty((masks_full.shape[0], P))
+            for p in range(P):
+                A, B, Wt = prod.item_terms(XLs[p], XRs[p], Wn if Wn.ndim == 1 else Wn[p])
+                out[:, p] = product_game_values(A, B, Wt, masks_full)
+            return out
         n = self._ref.shape[0]
         Mu = len(np.unique(np.concatenate([self._p.cl, self._p.cr]), axis=0))
         M2 = 2 * self._p.cl.shape[0]
@@ -371,7 +412,8 @@ class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines):
         sign = _outcome_sign(outcome, XL.shape[0])
         eng = self._engine()
         W = self._context_weights(eng, U)
-        pnames, member, phi, base, pred, info = self._per_duel(XL, XR, U, W, eng)
+        per_duel = self._per_duel_product if self.exact_product else self._per_duel
+        pnames, member, phi, base, pred, info = per_duel(XL, XR, U, W, eng)
         data = (XL - XR) @ member.T.astype(float)
         phi, pred, base, data = phi * sign[:, None], pred * sign, base * sign, data * sign[:, None]
         info.update({"reference_size": int(self._ref.shape[0]), "cme_reg": self.cme_reg,
@@ -417,6 +459,12 @@ class PrefSHAP(_DuelBatch, _ContextTasks, _Baselines):
         W = self._context_weights(eng, None)
         pnames, member, dropped, active, plan, masks = self._players_for(
             p.feature_names, self.feature_groups, np.concatenate([Xs, Os]), self._rng)
+        if self.exact_product:
+            phi, base, pred = self._items_product(Xs, Os, W.cpu().numpy(), member, dropped)
+            return self._finish("pref-shap", phi, base, pred, pnames, None if O_raw is None else
+                                (X - O_raw.mean(axis=0)[None, :]) @ member.T.astype(float), t0, None, dropped, pnames,
+                                {"task": "item-vs-opponents", "n_opponents": int(Os.shape[0]), "coalitions": 0,
+                                 "exact": True, "estimator": "product-exact"})
         uniq, (ia, io) = _unique_rows(Xs, Os)
         space = self._item_space(eng, uniq)
         ia_t = torch.as_tensor(ia, device=eng.device)

@@ -18,6 +18,7 @@ array([[3.]])
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -96,6 +97,34 @@ def background_arrays(examples: Sequence, names: Sequence[str]) -> tuple[np.ndar
     return (np.asarray(rows_l, dtype=np.float64).reshape(-1, d), np.asarray(rows_r, dtype=np.float64).reshape(-1, d))
 
 
+_CATALOG_ARRAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _catalog_array(catalog, names: Sequence[str]) -> tuple[np.ndarray, int]:
+    """The catalog's distinct items (those holding every feature of ``names``) as an ndarray and the number of
+    items holding them, cached per catalog and feature names by the catalog's ``version`` (rebuilding it took
+    ~8 ms per explainer call on Pokémon); the cached array is never handed out (callers get a copy or a draw)."""
+    key = tuple(names)
+    version = getattr(catalog, "version", None)
+    try:
+        per = _CATALOG_ARRAYS.setdefault(catalog, {})
+    except TypeError:                         # not weak-referenceable: build it every time
+        per, version = {}, None
+    got = per.get(key)
+    if got is not None and version is not None and got[0] == version:
+        return got[1], got[2]
+    rows = []
+    for _, feats in catalog.items():
+        try:
+            rows.append(dict_to_array(feats, names, _OWNER))
+        except InvalidInputError:
+            continue
+    X = np.unique(np.asarray(rows, dtype=np.float64).reshape(-1, len(names)), axis=0)
+    if version is not None:
+        per[key] = (version, X, len(rows))
+    return X, len(rows)
+
+
 def reference_items(ctx, names: Sequence[str], limit: int = 512) -> np.ndarray:
     """Distinct reference items, ndarray of shape (≤ limit, len(names)).
 
@@ -112,17 +141,10 @@ def reference_items(ctx, names: Sequence[str], limit: int = 512) -> np.ndarray:
     >>> reference_items(ctx, ["x"]).ravel().tolist()
     [0.0, 1.0, 2.0]
     """
-    rows = []
-    if ctx.catalog is not None and len(ctx.catalog):
-        for _, feats in ctx.catalog.items():
-            try:
-                rows.append(dict_to_array(feats, names, _OWNER))
-            except InvalidInputError:
-                continue
-    if len(rows) < 2:
+    X, n = _catalog_array(ctx.catalog, names) if ctx.catalog is not None and len(ctx.catalog) else (None, 0)
+    if n < 2:
         XL, XR = background_arrays(ctx.background, names)
-        rows = np.concatenate([XL, XR]).tolist()
-    X = np.unique(np.asarray(rows, dtype=np.float64).reshape(-1, len(names)), axis=0)
+        X = np.unique(np.concatenate([XL, XR]).reshape(-1, len(names)), axis=0)
     if len(X) > limit:
-        X = X[ctx.rng.choice(len(X), size=limit, replace=False)]
-    return X
+        return X[ctx.rng.choice(len(X), size=limit, replace=False)]
+    return X.copy()

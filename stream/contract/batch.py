@@ -371,6 +371,14 @@ class BatchArrays:
         self.rows, self.X_left, self.X_right, self.context = rows, X_left, X_right, context
         self.y, self.weight, self.rejected, self.user_ids = y, weight, rejected, user_ids
 
+    def part(self, start: int, stop: int) -> "BatchArrays":
+        """Rows ``start:stop`` of the accepted rows (views of the arrays; ``rejected`` is left empty)."""
+        out = BatchArrays.__new__(BatchArrays)
+        for k in self.__slots__:
+            v = getattr(self, k, None)
+            setattr(out, k, {} if k == "rejected" else (None if v is None else v[start:stop]))
+        return out
+
 
 def _getter(names: Sequence[str]):
     if len(names) == 1:

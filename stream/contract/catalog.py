@@ -31,6 +31,9 @@ class ItemCatalog:
 
     def __init__(self) -> None:
         self._items: dict[str, dict[str, float]] = {}
+        #: grows with every change (upsert or delete): arrays built from the catalog are cached by it
+        #: (:func:`stream.contract.arrays.reference_items`)
+        self.version = 0
 
     def upsert(self, record: Mapping[str, Any]) -> None:
         """Insert, replace or (``features`` None) delete one item.
@@ -51,6 +54,7 @@ class ItemCatalog:
         except (KeyError, TypeError):
             raise DeadLetter("missing_field", "An item-catalog record needs 'item_id'.") from None
         feats = record.get("features")
+        self.version += 1
         if feats is None:
             self._items.pop(item_id, None)
         else:
@@ -58,6 +62,7 @@ class ItemCatalog:
 
     def delete(self, item_id: str) -> None:
         """Remove an item (a Kafka tombstone on the item topic); no error if absent."""
+        self.version += 1
         self._items.pop(item_id, None)
 
     def get(self, item_id: str) -> dict[str, float]:

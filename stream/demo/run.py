@@ -52,7 +52,7 @@ from stream.demo.errors import DemoError
 from stream.demo.events import demo_stream, session_pairs
 from stream.demo.scrape import MetricsScraper
 from stream.demo.serve import demo_candidates, query_server
-from stream.demo.summary import format_summary, summarise
+from stream.demo.summary import format_summary, read_curve, summarise
 from stream.demo.topics import delete_topics, read_topic
 from stream.demo.waits import wait_explained, wait_learned, wait_warm
 from stream.demo.workers import Workers, cpu_seconds, free_port
@@ -219,7 +219,8 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         dead = [json.loads(v) for _, v in read_topic(run.topics["dead-letters"], run.opts) if v is not None]
         summary = summarise(plan.ds.name, plan.models, plan.records, plan.n_pref, plan.n_click, plan.examples, n_items,
                             run.scraper, records, dead, replay_s - warm_wait, t_learned - t_replay - warm_wait,
-                            time.monotonic() - t_start, plan.sample_rate, codes, plan.params, warm_wait)
+                            time.monotonic() - t_start, plan.sample_rate, codes, plan.params, warm_wait,
+                            curve=read_curve(run.workers.log_dir / "learning_curve.jsonl"))
         click_log = clickeval.demo_click_summary(plan.ds, read_topic(run.topics["models"], run.opts), plan.models)
         if click_log is not None:
             summary["click_log"] = click_log
@@ -325,6 +326,13 @@ def _create_topics(run: _Run, boot: str, input_partitions: int) -> None:
     bk.create_topics(boot, specs, client_options={k: v for k, v in run.opts.items() if k != "client_id"})
 
 
+def _fresh(path: Path) -> Path:
+    """``path`` with no file there (the learner appends to it: a report folder reused by a second
+    demo must not carry the first run's learning curve)."""
+    path.unlink(missing_ok=True)
+    return path
+
+
 def _write_config(run: _Run, boot: str, plan: _Plan, snapshot_every_events: int) -> Path:
     """The workers' settings file; a SASL password goes to the environment, never to disk."""
     opts, tmp = run.opts, Path(run.tmp.name)
@@ -340,6 +348,8 @@ def _write_config(run: _Run, boot: str, plan: _Plan, snapshot_every_events: int)
         "snapshot_every_seconds": 5.0,
         "explain_sample_rate": float(plan.sample_rate),
         "state_dir": str(tmp / "state"),
+        # the learner's own learning curve (its progressive metrics at event counts; the summary's "progress")
+        "progress_log": str(_fresh(run.workers.log_dir / "learning_curve.jsonl")),
         "log_level": "WARNING",
     }
     values.update(clickeval.demo_settings(plan.ds))  # click_* settings for click logs (stream/clickeval.py)

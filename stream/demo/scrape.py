@@ -92,19 +92,24 @@ def histogram_quantile(samples: dict, name: str, q: float, label: str) -> dict[s
 def measured(accuracy: float | None, roc_auc: float | None, log_loss: float | None) -> dict[str, float | None]:
     """The progressive metrics read from the gauges, with None for "not measured".
 
-    river's metrics read 0.0 before their first validated prediction, and ``RollingROCAUC``
-    reads 0.0 when its window holds a single class (AUC undefined): accuracy and AUC both 0
-    means nothing was scored (all three None); an AUC of exactly 0 alone means undefined.
+    The learner's gauges read NaN while unmeasured (stream.workers.gauges): NaN (or a missing
+    gauge) is None here. Workers of earlier versions exported river's raw values, 0.0 before the
+    first scored prediction and for an undefined AUC: accuracy and AUC both 0 still reads as
+    nothing scored, and an AUC of exactly 0 as undefined.
 
     Examples
     --------
+    >>> nan = float("nan")
+    >>> measured(nan, nan, nan)
+    {'accuracy': None, 'roc_auc': None, 'log_loss': None}
+    >>> measured(0.95, nan, 0.2)
+    {'accuracy': 0.95, 'roc_auc': None, 'log_loss': 0.2}
     >>> measured(0.0, 0.0, 0.0)
     {'accuracy': None, 'roc_auc': None, 'log_loss': None}
-    >>> measured(0.95, 0.0, 0.2)
-    {'accuracy': 0.95, 'roc_auc': None, 'log_loss': 0.2}
     >>> measured(0.6, 0.7, 0.65)
     {'accuracy': 0.6, 'roc_auc': 0.7, 'log_loss': 0.65}
     """
+    accuracy, roc_auc, log_loss = (None if v is None or v != v else v for v in (accuracy, roc_auc, log_loss))
     if not accuracy and not roc_auc:
         return {"accuracy": None, "roc_auc": None, "log_loss": None}
     return {"accuracy": accuracy, "roc_auc": roc_auc or None, "log_loss": log_loss}

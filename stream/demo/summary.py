@@ -9,7 +9,7 @@ from typing import Any
 from stream import clickeval
 from stream.demo.scrape import by_labels, histogram_quantile, measured
 
-__all__ = ["format_summary", "summarise", "top_features"]
+__all__ = ["format_summary", "read_curve", "summarise", "top_features"]
 
 
 def _median(xs) -> float | None:
@@ -17,8 +17,29 @@ def _median(xs) -> float | None:
     return float(statistics.median(xs)) if xs else None
 
 
+def read_curve(path) -> list[dict] | None:
+    """The learner worker's learning curve (``progress_log``, JSON lines), or None when it wrote none."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.exists():
+        return None
+    out = []
+    for line in p.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # a line cut by a killed worker
+            continue
+    return out
+
+
 def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, scraper, records,
-               dead, replay_s, learn_s, wall, sample_rate, codes, params, warm_wait_s: float = 0.0) -> dict[str, Any]:
+               dead, replay_s, learn_s, wall, sample_rate, codes, params, warm_wait_s: float = 0.0,
+               curve: list[dict] | None = None) -> dict[str, Any]:
+    """The demo's summary. ``progress`` is the learner's own learning curve (``curve``: its progressive
+    metrics at event counts, ≈ 32 · ln(n) points per model) when given, else the points scraped from
+    its gauges about once a second."""
     learned = scraper.learner("prefstream_events_learned_total")
     final = {}
     for m in models:
@@ -84,7 +105,9 @@ def summarise(name, models, stream_records, n_pref, n_click, examples, n_items, 
         "explanation_lag_p99_s": histogram_quantile(ex_samples, "prefstream_explanation_lag_seconds", 0.99, "method"),
         "p50_explain_ms": (_median([r.get("compute_time_s") for r in records]) or 0.0) * 1e3,
         "worker_exit_codes": codes,
-        "progress": [{k: p[k] for k in ("events", "model", "accuracy", "roc_auc", "t")} for p in scraper.progress],
+        "progress": [{k: p.get(k) for k in ("events", "model", "accuracy", "roc_auc", "log_loss", "t")}
+                     for p in (scraper.progress if curve is None else curve)],
+        "progress_source": "scraped gauges" if curve is None else "learner curve (progressive metrics at event counts)",
         "ok": all(int(learned.get(m, 0)) >= examples for m in models) and not dead,
     }
 

@@ -99,45 +99,63 @@ def _fit_key(model) -> bytes:
     return h.digest()
 
 
-def _prefshap_for(learner, ctx):
-    """One :class:`PrefSHAP` per fitted model and budgets (its kernel blocks are cached inside); snapshots of
-    one fit share it."""
+#: The stream's value function: the product-marginal reference, exact at any width (issue 29; docs/prefshap.md).
+#: The observational CME of the paper's tables stays available as ``_prefshap_for(..., "observational")``.
+STREAM_VALUE_FUNCTION = "product-marginal"
+
+
+def _prefshap_for(learner, ctx, value_function: str = STREAM_VALUE_FUNCTION):
+    """One :class:`PrefSHAP` per fitted model, budgets and value function (its kernel blocks or product-game
+    factors are cached inside); snapshots of one fit share it.
+
+    The product-marginal explainer (the stream's) plays every feature as its own player and is exact at any
+    width; the observational one groups one-hot features beyond ``exact_players`` and fills its
+    per-coalition kernel blocks here, once per fit."""
     from explainers.prefshap import PrefSHAP
 
     model = getattr(learner, "model", None)
     if model is None:
         raise NotFittedError("The GPM has not been refitted yet; nothing to explain.")
     b = budgets(ctx)
-    key = (b["exact_players"], b["max_coalitions"], b["reference_size"], b["target_se"])
-    ps = _PREFSHAP_CACHE.get(model)
+    key = (b["exact_players"], b["max_coalitions"], b["reference_size"], b["target_se"], value_function)
+    per_model = _PREFSHAP_CACHE.get(model)
+    ps = None if per_model is None else per_model.get(value_function)
     if ps is None or getattr(ps, "_budget_key", None) != key:
         fit = _fit_key(model)
-        latest = _LATEST_FIT.get(type(model).__name__)
+        latest = _LATEST_FIT.get((type(model).__name__, value_function))
         if latest is not None and latest[:2] == (fit, key):
             ps = latest[2]
-            _PREFSHAP_CACHE[model] = ps
+            _PREFSHAP_CACHE.setdefault(model, {})[value_function] = ps
             return model, ps, b
         import torch
 
         names = list(model.feature_names)
         ref = reference_items(ctx, names, limit=b["reference_size"])
-        groups = groups_of(names, b["exact_players"])
+        exact = value_function == "product-marginal"
+        groups = None if exact else groups_of(names, b["exact_players"])
         # float64 throughout, so that a batch equals one call per event to 1e-9 (float32 matrix products
         # round differently with the batch's shape); the kernel blocks of every coalition are kept
         ps = PrefSHAP(model, reference_items=ref if len(ref) >= 2 else None, max_reference=b["reference_size"],
                       random_state=0, max_coalitions=b["max_coalitions"], feature_groups=groups or None,
-                      dtype=torch.float64, cache_mb=_CACHE_MB, target_se=target_of(b))
+                      dtype=torch.float64, cache_mb=0.0 if exact else _CACHE_MB, target_se=target_of(b),
+                      value_function=value_function)
         ps._budget_key = key
         pl, member = players(names, b["exact_players"])
-        if 2 ** len(pl) <= b["max_coalitions"] and len(ref) >= 2:
+        if exact:
+            ps._product()                   # the marginal means μ_j at the centres, once per fit
+        elif 2 ** len(pl) <= b["max_coalitions"] and len(ref) >= 2:
             # fill the per-coalition kernel blocks once per snapshot, not on the first explained events
             from explainers._coalitions import coalitions_from_integers
 
             C = coalitions_from_integers(np.arange(2 ** len(pl)), len(pl))
             ps.coalition_values((C.astype(np.int64) @ member.astype(np.int64)) > 0, ref[:1], ref[:1])
-        _PREFSHAP_CACHE[model] = ps
-        _LATEST_FIT[type(model).__name__] = (fit, key, ps)
+        _PREFSHAP_CACHE.setdefault(model, {})[value_function] = ps
+        _LATEST_FIT[(type(model).__name__, value_function)] = (fit, key, ps)
     return model, ps, b
+
+
+#: Largest table (terms × 2^players floats) the Bernoulli values build by doubling (32 MiB).
+_TABLE_FLOATS = 1 << 22
 
 
 def _outcome(examples):
@@ -154,12 +172,11 @@ def _duel_arrays(model, examples):
 
 @capped(max_batch=64, budget_s=2.0)
 def pref_shap(learner, examples, ctx) -> Explanation:
-    """Pref-SHAP of each duel (Hu, Chau et al. 2022, Prop. 3.2; Table 1 row 1), oriented winner vs loser when decided.
+    """Pref-SHAP of each duel (Hu, Chau et al. 2022, Sec. 3.1, Table 1 row 1), oriented winner vs loser when decided.
 
-    A batch is one call: every duel is explained as if alone (its own constant players dropped) from one
-    table of the value function on all player coalitions (:mod:`explainers.prefshap.batch`). Exact
-    enumeration: equal to one call per event to 1e-9; sampled: duels with the same dropped players share
-    their coalitions (equal within the recorded standard errors).
+    The product-marginal value function, exact at any width: every feature a player, each duel its own
+    game (its equal features held), Shapley values in closed form (:mod:`explainers.prefshap.product`,
+    O(T·d²) per duel); a batch equals one call per event to rounding.
     """
     model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, U = _duel_arrays(model, examples)
@@ -170,9 +187,8 @@ def pref_shap(learner, examples, ctx) -> Explanation:
 def pref_shap_context(learner, examples, ctx) -> Explanation:
     """Pref-SHAP of the context of each duel (Hu, Chau et al. 2022, Prop. 3.3; Table 1 row 3).
 
-    A batch is one call (one matrix product per chunk of context coalitions); exact enumeration equals one
-    call per event to 1e-9 (the dropped context players are those constant over the reference contexts,
-    the same for every batch).
+    Product-marginal reference on the contexts, exact in closed form per duel (the dropped context players
+    are those constant over the reference contexts, the same for every batch).
     """
     model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, _ = _duel_arrays(model, examples)
@@ -184,26 +200,28 @@ def pref_shap_context(learner, examples, ctx) -> Explanation:
 def gpm_bernoulli(learner, examples, ctx) -> Explanation:
     """Bernoulli distributional values from the Pref-SHAP value function: P(a feature flips who wins).
 
-    With exact enumeration the value function of every event is the batch's player table
-    (:meth:`PrefSHAP.player_table <explainers.prefshap.PrefSHAP.player_table>`, shared with
-    :func:`pref_shap` on the same events); equal to one call per event to 1e-9. Sampled (stratified)
-    values are computed per event with its own seed-0 draws and the target standard error, so they
-    also equal one call per event to 1e-9.
+    The value function is Pref-SHAP's product-marginal one, ν_S = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj, each
+    coalition in O(T·d) from the duel's product-game terms
+    (:func:`explainers.distributional.product_value_function`; under exact enumeration all 2^players
+    values at once, :func:`explainers.prefshap.product.product_game_table`): no table of Pref-SHAP's is shared
+    or waited for. Players are the budget's (one-hot groups beyond ``exact_players``); exact enumeration within the
+    budget, else the stratified estimator with the target standard error and seed-0 draws per event, so a
+    batch equals one call per event to 1e-9.
     """
-    from explainers.distributional import explain_preference, table_value_function
+    from explainers.distributional import explain_preference, product_value_function, table_value_function
+    from explainers.prefshap.product import product_game_table
 
     model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, U = _duel_arrays(model, examples)
     pl, member = players(list(model.feature_names), b["exact_players"])
     opts = dist_options(len(pl), b)
-    table = ps.player_table(XL, XR, U) if opts["method"] == "exact" else None       # (2^P, n)
     out = []
     for k, ex in enumerate(examples):
-        if table is not None:
-            nu = table_value_function(table[:, k])
+        A, B, W = ps.product_terms(XL[k], XR[k], None if U is None else U[k], member)     # factors per player
+        if opts["method"] == "exact" and (A.shape[0] << len(pl)) <= _TABLE_FLOATS:
+            nu = table_value_function(product_game_table(A, B, W))        # every coalition, by doubling
         else:
-            u = None if U is None else U[k:k + 1]
-            nu = on_features(lambda C, k=k, u=u: ps.coalition_values(C, XL[k:k + 1], XR[k:k + 1], u)[:, 0], member)
+            nu = product_value_function(A, B, W)
         out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
                                       instance_id=ex.event_id, **opts))
     return with_budgets(Explanation.concat(out), b)

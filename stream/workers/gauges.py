@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from stream.workers.progressive import progressive_values
+
 __all__ = ["push_learner_gauges"]
 
 #: learner diagnostics exported as gauges: attribute (or key of ``learner.metrics()``) -> metric field
@@ -17,6 +19,9 @@ def push_learner_gauges(progressive: dict, sources: dict, m) -> None:
     diagnostics (the capacity's non-zero masses, constraint violation, regret proxy); a
     non-finite diagnostic is never published.
 
+    The progressive gauges read NaN while unmeasured (nothing scored yet; for the ROC AUC, one
+    class seen so far): never 0.
+
     Parameters
     ----------
     progressive : dict of str to (Accuracy, LogLoss, RollingROCAUC)
@@ -24,9 +29,12 @@ def push_learner_gauges(progressive: dict, sources: dict, m) -> None:
     m : stream.metrics.Metrics
     """
     for name, (acc, ll, auc) in progressive.items():
-        m.progressive_accuracy.labels(model=name).set(acc.get())
-        m.progressive_log_loss.labels(model=name).set(ll.get())
-        m.progressive_roc_auc.labels(model=name).set(auc.get())
+        # unmeasured reads NaN, never 0 (river reads 0.0 before its first scored event, and an
+        # undefined AUC as 0.0): a model that has scored nothing must not look like a bad one
+        v = progressive_values(acc, ll, auc)
+        m.progressive_accuracy.labels(model=name).set(_nan(v["accuracy"]))
+        m.progressive_log_loss.labels(model=name).set(_nan(v["log_loss"]))
+        m.progressive_roc_auc.labels(model=name).set(_nan(v["roc_auc"]))
     for st in sources.values():
         for name, slot in st.slots.items():
             try:  # the capacity learner reports its diagnostics as one dict (CapacityLearner.metrics)
@@ -43,3 +51,7 @@ def push_learner_gauges(progressive: dict, sources: dict, m) -> None:
                         getattr(m, field).labels(model=name).set(v)
                 except Exception:  # noqa: BLE001 - a diagnostic must never stop learning
                     pass
+
+
+def _nan(v: float | None) -> float:
+    return math.nan if v is None else float(v)

@@ -382,6 +382,7 @@ class LearnerLoop(ConsumerLoop):
     async def every_second(self) -> None:
         core = self.core
         core.update_gauges()
+        self.write_curve()
         for rec in core.monitor.drain():  # model-drift alarms (stream.monitoring.monitor) go to the drift topic
             try:
                 await self.producer.send(self.settings.topic_drift, key=rec["model"].encode(), value=orjson.dumps(rec))
@@ -407,7 +408,23 @@ class LearnerLoop(ConsumerLoop):
         while not self.items.caught_up.is_set() and not self.stop.is_set():
             await asyncio.sleep(0.05)
 
+    def write_curve(self, final: bool = False) -> None:
+        """Append the learning-curve points taken since the last call to ``progress_log`` (if set);
+        ``final``: first a point at each model's final count (the worker is stopping)."""
+        if final:
+            self.core.end_curve()
+        pts = self.core.drain_curve()
+        path = self.settings.progress_log
+        if not pts or not path:
+            return
+        try:
+            with open(path, "ab") as fh:
+                fh.write(b"".join(orjson.dumps(p) + b"\n" for p in pts))
+        except OSError as exc:  # a curve file must never stop learning
+            log.warning("cannot append the learning curve to %s: %s", path, exc)
+
     async def closing(self) -> None:
+        self.write_curve(final=True)
         if self.items is not None:
             self.items.stop.set()
             self._items_task.cancel()

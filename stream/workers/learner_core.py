@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections import deque
 from typing import Any, Sequence
 
 from learners.exceptions import InvalidInputError, PrefstreamError, SnapshotError
@@ -58,7 +60,13 @@ from stream.workers.gauges import push_learner_gauges
 from stream.workers.people import is_personal
 from stream.workers.people_core import PeopleHandling
 from stream.workers.people_guard import PersonalGuard
-from stream.workers.progressive import new_progressive, update_progressive
+from stream.workers.progressive import (
+    CURVE_GROWTH,
+    new_progressive,
+    progressive_chunks,
+    progressive_values,
+    update_progressive,
+)
 from stream.workers.refits import RefitScheduling
 from stream.workers.sources import ModelSlot, SourceState
 from stream.workers.throttled_log import ThrottledCount
@@ -136,6 +144,12 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         self.sources: dict[str, SourceState] = {}
         self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
         self.progressive = {m: new_progressive() for m in self.models}
+        #: the learning curve: ``{"events", "model", "accuracy", "roc_auc", "log_loss", "t"}`` points taken
+        #: from the progressive metrics at event counts (CURVE_GROWTH apart); the worker drains them
+        #: to ``progress_log``, ``prefstream run`` into its summary (:meth:`drain_curve`)
+        self.curve: deque = deque(maxlen=100_000)
+        self._curve_at: dict[str, int] = {}
+        self._t0 = time.monotonic()
         # labelled children resolved once (``labels()`` costs ~10 µs per call)
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
         self._m_relearned = {m: self.metrics.events_relearned.labels(model=m) for m in self.models}
@@ -378,31 +392,38 @@ class LearnerCore(RefitScheduling, PeopleHandling):
             self.tally[name]["dead_letters"] += 1
             errors.setdefault(owner[pick[k]], ("schema_violation", f"model {name!r} rejected event {exs[k].event_id!r}: {why}"))
         rows = [pick[k] for k in arr.rows]
-        if rows:
-            # learn the batch, check the state once (stream.workers.guard); only when learn_many refuses the
-            # batch or the state turns non-finite, restore the pre-batch state and learn row by row,
+        # progressive validation in chunks that grow with what the model has learned
+        # (stream.workers.progressive.progressive_chunks): each event is scored by a model at most
+        # max(4, n/8) events older than the one it would meet one by one, not a whole batch older
+        for a, b in progressive_chunks(slot.count + len(learned), len(rows)):
+            part = arr if (a, b) == (0, len(rows)) else arr.part(a, b)
+            sub = rows[a:b]
+            at = self.tally[name]["learned"] + len(learned) + (b - a)
+            # learn the chunk, check the state once (stream.workers.guard); only when learn_many refuses the
+            # chunk or the state turns non-finite, restore the pre-chunk state and learn row by row,
             # so exactly the bad messages are dead-lettered and nothing non-finite is ever kept
-            if personal:
-                row_users = [users.get(i) for i in rows]
-                self._score(name, learner, arr, row_users)
+            if personal:  # with each event's person (stream.workers.people_guard)
+                sub_users = [users.get(i) for i in sub]
+                self._score(name, learner, part, at, sub_users)
                 res = slot.guard.learn_batch(
-                    learner, rows,
-                    lambda lr, _rows: lr.learn_many(arr.X_left, arr.X_right, arr.y, arr.context, arr.weight,
-                                                    user_ids=row_users),
+                    learner, sub,
+                    lambda lr, _rows, part=part, su=sub_users: lr.learn_many(
+                        part.X_left, part.X_right, part.y, part.context, part.weight, user_ids=su),
                     lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
                                                examples[i].context, examples[i].weight, user_id=users.get(i)),
                     user_of=users.get)
             else:
-                self._score(name, learner, arr)
+                self._score(name, learner, part, at)
                 res = slot.guard.learn_batch(
-                    learner, rows,
-                    lambda lr, _rows: lr.learn_many(arr.X_left, arr.X_right, arr.y, arr.context, arr.weight),
+                    learner, sub,
+                    lambda lr, _rows, part=part: lr.learn_many(part.X_left, part.X_right, part.y, part.context,
+                                                               part.weight),
                     lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
                                                examples[i].context, examples[i].weight))
-            slot.learner = res.learner
+            learner = slot.learner = res.learner
             bad = {k for k, _ in res.rejected}
             for k, defect in res.rejected:
-                i = rows[k]
+                i = sub[k]
                 self.tally[name]["dead_letters"] += 1
                 reason = res.reasons.get(k, "schema_violation")
                 if reason == "non_finite":
@@ -411,7 +432,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
                 errors.setdefault(owner[i], (reason, f"model {name!r} rejected event {examples[i].event_id!r}: {defect}"))
             if res.relearned:
                 self.metrics.events_relearned.labels(model=name).inc(res.relearned)
-            learned.extend(i for k, i in enumerate(rows) if k not in bad)
+            learned.extend(i for k, i in enumerate(sub) if k not in bad)
         if ps is not None:
             ps.learned(users.get(i) for i in learned)
             ps.attach(slot.learner)  # a restored learner (guard) needs the loader again
@@ -471,12 +492,16 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         self.metrics.dead_letters.labels(reason=reason).inc()
         return dead_letter_record(value, reason, detail, st.topic, st.partition, offset)
 
-    def _score(self, name: str, learner, arr, user_ids=None) -> None:
-        """Progressive validation of a batch: P(left) from the pre-batch state; ties are not scored.
+    def _score(self, name: str, learner, arr, at: int | None = None, user_ids=None) -> None:
+        """Progressive validation of a chunk: P(left) from the pre-chunk state; ties are not scored.
 
-        For a personal model (``user_ids`` given) each prediction is counted in
-        ``prefstream_predictions_total{personalized}``: personalised when its person is held
-        with at least one learned event (``person_info``), as the server reports it.
+        ``at``: the model's event count once the chunk is learned. The chunk's events are the
+        counts ``at − len + 1 … at``; the metrics are folded in up to each count where a
+        learning-curve point is due (:data:`CURVE_GROWTH` past the previous one), and the point
+        taken there, so the curve is the progressive metrics at event counts, whatever the chunks.
+        For a personal model, ``user_ids`` (each row's person) go to ``predict_proba_many`` and
+        each prediction is counted in ``prefstream_predictions_total{personalized}``
+        (:meth:`~stream.workers.people_core.PeopleHandling.count_personalized`).
         """
         if user_ids is not None:
             self.count_personalized(name, learner, user_ids)
@@ -490,9 +515,52 @@ class LearnerCore(RefitScheduling, PeopleHandling):
                 p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
         except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
             return
-        ys, ps = (arr.y[strict] == 1).tolist(), p[strict].tolist()
-        update_progressive(*self.progressive[name], ys, ps)
-        self.monitor.observe_losses(name, ys, ps)
+        n = len(arr.y)
+        cuts = [] if at is None else self._curve_cuts(name, at - n, at)
+        pos = 0
+        for c in cuts + ([n] if not cuts or cuts[-1] != n else []):
+            sm = strict[pos:c]
+            ys, ps = (arr.y[pos:c][sm] == 1).tolist(), p[pos:c][sm].tolist()
+            if ys:
+                update_progressive(*self.progressive[name], ys, ps)
+                self.monitor.observe_losses(name, ys, ps)
+            if at is not None and c in cuts:
+                self._curve_point(name, at - n + c)
+            pos = c
+
+    def _curve_cuts(self, name: str, start: int, stop: int) -> list[int]:
+        """Positions ``c`` (1 … stop − start) in a chunk of counts ``start + 1 … stop`` where a curve point is due."""
+        last = self._curve_at.get(name, 0)
+        nxt = max(last + 1, math.ceil(last * (1 + CURVE_GROWTH)), start + 1)
+        cuts = []
+        while nxt <= stop:
+            cuts.append(nxt - start)
+            nxt = max(nxt + 1, math.ceil(nxt * (1 + CURVE_GROWTH)))
+        if cuts:
+            self._curve_at[name] = start + cuts[-1]
+        return cuts
+
+    def _curve_point(self, name: str, at: int) -> None:
+        """A learning-curve point of ``name`` at ``at`` events (none while the ROC AUC is undefined)."""
+        v = progressive_values(*self.progressive[name])
+        if v["roc_auc"] is not None:
+            self.curve.append({"events": int(at), "model": name, **v, "t": round(time.monotonic() - self._t0, 3)})
+
+    def end_curve(self) -> None:
+        """Close the learning curve: a point at each model's final event count, where that is past
+        its last point and something was scored (the end of a file, a worker stopping)."""
+        for name in self.models:
+            n = int(self.tally[name]["learned"])
+            v = progressive_values(*self.progressive[name])
+            if v["accuracy"] is not None and n > self._curve_at.get(name, 0):
+                self._curve_at[name] = n
+                self.curve.append({"events": n, "model": name, **v, "t": round(time.monotonic() - self._t0, 3)})
+
+    def drain_curve(self) -> list[dict]:
+        """The learning-curve points taken since the last call, oldest first."""
+        out = list(self.curve)
+        self.curve.clear()
+        return out
 
     def _validate_progressively(self, name: str, learner, ex) -> None:
         """Predict before learning (progressive validation); ties (outcome 0) are not scored."""

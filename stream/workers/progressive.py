@@ -9,6 +9,14 @@ the same recursion ``n += 1; mean += (x − mean) / n`` in one local loop; only 
 (river's Rust implementation) takes one call per event. Measured in ``bench/catchup.py
 --profile-events``: the per-event river calls were a third of the progressive-validation time of
 three models.
+
+How stale the scoring model may be (:func:`progressive_chunks`): a micro-batch is scored and learned
+in chunks that start small and grow geometrically with the number of events the model has
+learned, so an event is scored by the model as it was at most ``max(PROGRESSIVE_MIN_CHUNK,
+PROGRESSIVE_GROWTH · n)`` − 1 events before it, ``n`` being the events the model had learned
+(docs/workers.md, "Progressive validation"). A fresh model on a 400-event file is thus scored by
+models that lag it by < 4 events for its first 32 events and by < 1/8 of what it has seen after;
+a warm model (n ≥ 8 × batch size) scores a micro-batch in one call, as before.
 """
 
 from __future__ import annotations
@@ -16,10 +24,20 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-__all__ = ["AUC_WINDOW", "new_progressive", "update_progressive"]
+__all__ = ["AUC_WINDOW", "CURVE_GROWTH", "PROGRESSIVE_GROWTH", "PROGRESSIVE_MIN_CHUNK", "new_progressive",
+           "progressive_chunks", "progressive_values", "update_progressive"]
 
 #: Events over which the progressive ROC AUC is computed exactly (river.metrics.RollingROCAUC).
 AUC_WINDOW = 10_000
+
+#: A chunk holds at most this fraction of the events the model has learned before it ...
+PROGRESSIVE_GROWTH = 0.125
+#: ... or this many events, whichever is more.
+PROGRESSIVE_MIN_CHUNK = 4
+
+#: The learner's learning curve takes a point when a model has seen this fraction more events than
+#: at its previous point (and the progressive ROC AUC is defined): ≈ 32 · ln(n) points for n events.
+CURVE_GROWTH = 1 / 32
 
 _LO, _HI = 1e-15, 1 - 1e-15  # river.metrics.base.BinaryMetric._clamp_proba
 
@@ -33,6 +51,33 @@ def new_progressive() -> tuple:
     from river import metrics as rm
 
     return rm.Accuracy(), rm.LogLoss(), rm.RollingROCAUC(window_size=AUC_WINDOW)
+
+
+def progressive_chunks(learned: int, n: int, growth: float = PROGRESSIVE_GROWTH,
+                       min_chunk: int = PROGRESSIVE_MIN_CHUNK) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` covering ``range(n)``: the chunks in which ``n`` new events are scored,
+    then learned, by a model that has learned ``learned`` events (ignoring the events that are refused).
+
+    Each chunk holds ``max(min_chunk, ⌊growth · k⌋)`` events, ``k`` the model's count at its start:
+    the event at count ``k + j`` is scored by the model at count ``k``, ``j < max(min_chunk, growth · k)``.
+
+    Examples
+    --------
+    >>> progressive_chunks(0, 20)
+    [(0, 4), (4, 8), (8, 12), (12, 16), (16, 20)]
+    >>> progressive_chunks(40, 20)
+    [(0, 5), (5, 10), (10, 16), (16, 20)]
+    >>> progressive_chunks(10_000, 500)
+    [(0, 500)]
+    """
+    out, a, k = [], 0, int(learned)
+    while a < n:
+        c = max(int(min_chunk), int(growth * k))
+        b = min(n, a + c)
+        out.append((a, b))
+        k += b - a
+        a = b
+    return out
 
 
 def update_progressive(acc, ll, auc, ys: Sequence[bool], ps: Sequence[float]) -> None:
@@ -66,3 +111,42 @@ def update_progressive(acc, ll, auc, ys: Sequence[bool], ps: Sequence[float]) ->
     up = auc.update
     for y, p in zip(ys, ps):
         up(y, p)
+
+
+def progressive_values(acc, ll, auc) -> dict[str, float | None]:
+    """``{"accuracy", "log_loss", "roc_auc"}`` of river's progressive metrics, None where not measured.
+
+    river reads 0.0 for all three before the first scored prediction; its ``RollingROCAUC``
+    reads 0.0 as well when the true labels seen hold a single class (AUC undefined, e.g. a
+    click stream where the clicked item always wins). Those are None here, never 0.0.
+
+    Examples
+    --------
+    >>> from river import metrics
+    >>> acc, ll, auc = metrics.Accuracy(), metrics.LogLoss(), metrics.RollingROCAUC()
+    >>> progressive_values(acc, ll, auc)
+    {'accuracy': None, 'log_loss': None, 'roc_auc': None}
+    >>> for y, p in [(True, 0.9), (True, 0.8)]:
+    ...     acc.update(y, p > 0.5); ll.update(y, p); auc.update(y, p)
+    >>> progressive_values(acc, ll, auc)["roc_auc"] is None, progressive_values(acc, ll, auc)["accuracy"]
+    (True, 1.0)
+    >>> acc.update(False, False); ll.update(False, 0.3); auc.update(False, 0.3)
+    >>> progressive_values(acc, ll, auc)["roc_auc"]
+    1.0
+    """
+    cm = getattr(acc, "cm", None)
+    if cm is not None and not cm.total_weight:
+        return {"accuracy": None, "log_loss": None, "roc_auc": None}
+    out = {"accuracy": _get(acc), "log_loss": _get(ll), "roc_auc": _get(auc)}
+    one_class = cm is not None and sum(1 for v in dict(cm.sum_row).values() if v) < 2
+    if one_class or out["roc_auc"] == 0.0:  # river's value for an undefined AUC
+        out["roc_auc"] = None
+    return out
+
+
+def _get(metric) -> float | None:
+    try:
+        v = float(metric.get())
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return v if v == v else None
