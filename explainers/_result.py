@@ -306,6 +306,8 @@ class Explanation:
                     "compute_time_s": float(per),
                 }
             )
+            if "user_id" in e.extra:  # per-person explanations name the person at the top level too
+                out[-1]["user_id"] = e.extra["user_id"]
         return out
 
     @classmethod

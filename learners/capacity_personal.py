@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from learners.exceptions import InvalidParameterError, check_param
-from learners.personal import PersonalLearner, _check_user_id
+from learners.personal import PersonalLearner, _check_user_id, rda_deviation
 
 __all__ = ["CapacityPersonal"]
 
@@ -63,14 +63,25 @@ class CapacityPersonal(PersonalLearner):
         Parameters of the population learner; ``"algorithm"`` picks it: ``"logistic"`` (default,
         :class:`~learners.capacity_stream.CapacityLogistic`) or ``"rda"``
         (:class:`~learners.capacity.CapacityRDA`, min-max scaler by default).
-    person_l1 : float, default 0.002
+    person_l1 : float, default 0.005
         λ ≥ 0: ℓ1 weight per unit of the person's event weight (sparsity of δ_u).
-    person_l2 : float, default 0.05
+    person_l2 : float, default 0.02
         μ ≥ 0: ℓ2 weight per unit of event weight (shrinks δ_u towards 0, the person towards the population).
-    person_gamma : float, default 1.0
-        γ > 0 of RDA's γ√T_u.
+    person_gamma : float, default 2.0
+        γ > 0 of the proximal term γ√Q_u (``person_adaptive``) or γ√T_u. With the paper's population (``"rda"``) γ and μ are multiplied by the
+        population's ``gamma`` (its masses are in those units, Equation (5)).
+    person_interaction : float, default 50.0
+        ρ ≥ 0: a coalition S of |S| ≥ 2 criteria has its λ, μ and γ multiplied by 1 + ρ(|S| − 1), so a
+        person's deviation goes first to the criteria's own weights and to interactions only on
+        evidence (as the population's interaction penalty).
     block : int, default 256
         Rows per block of :meth:`learn_many` (1: with ``population={"minibatch": 1}``, the ``learn_one`` loop).
+    person_adaptive : bool, default True
+        AdaGrad's per-coordinate proximal term γ√Q_u (Duchi, Hazan & Singer 2011, Eq. (18)) instead of
+        γ√T_u; keeps the person's squared-gradient sums Q_u (k more floats per person).
+
+    The defaults were chosen on a tuning split (half of the people of Train and of SwissMetro;
+    bench/personal.py, docs/personal.md).
 
     References
     ----------
@@ -81,11 +92,12 @@ class CapacityPersonal(PersonalLearner):
     model_name = "capacity-personal"
     exact_learn_many_params = {"block": 1, "population": {"minibatch": 1}}
 
-    def __init__(self, criteria: Sequence[str], population: dict | None = None, person_l1: float = 0.002,
-                 person_l2: float = 0.05, person_gamma: float = 1.0, block: int = 256) -> None:
+    def __init__(self, criteria: Sequence[str], population: dict | None = None, person_l1: float = 0.005,
+                 person_l2: float = 0.02, person_gamma: float = 2.0, person_interaction: float = 50.0,
+                 block: int = 256, person_adaptive: bool = True) -> None:
         check_param("CapacityPersonal", "population", population, population is None or isinstance(population, dict),
                     "None or a dict of the population learner's parameters")
-        self._init_personal(person_l1, person_l2, person_gamma, block)
+        self._init_personal(person_l1, person_l2, person_gamma, block, person_adaptive)
         self.criteria = list(map(str, criteria)) if not isinstance(criteria, str) else criteria
         self.population = None if population is None else dict(population)
         p = dict(population or {})
@@ -98,7 +110,16 @@ class CapacityPersonal(PersonalLearner):
         except TypeError as exc:
             raise InvalidParameterError(f"CapacityPersonal: bad population parameter ({exc}).") from None
         self._logistic = algo == "logistic"
-        self._init_people(self._pop.index.d)
+        check_param("CapacityPersonal", "person_interaction", person_interaction,
+                    isinstance(person_interaction, (int, float)) and not isinstance(person_interaction, bool)
+                    and 0 <= person_interaction < float("inf"), "a float in the range [0, inf)")
+        self.person_interaction = float(person_interaction)
+        sizes = self._pop.index.sizes.astype(np.float64)
+        strength = 1.0 + self.person_interaction * (sizes - 1.0)
+        self._init_people(self._pop.index.d, strength)
+        if not self._logistic:  # the paper's masses are in the units of its γ (m = −soft(G, λt)/(γ√t), Eq. (5))
+            self._gv = self._gv * self._pop.gamma
+            self._l2v = self._l2v * self._pop.gamma
 
     # ------------------------------------------------------------- population hooks
     def _arrays(self, XL, XR):
@@ -169,6 +190,76 @@ class CapacityPersonal(PersonalLearner):
             return base
         U = pop._prep(pop._check_array(X), learn=False)
         return base + pop.index.features(U, pop.aggregation) @ self.deviation(user_id)
+
+    # ------------------------------------------------------------- monotonicity
+    @property
+    def constrained(self) -> bool:
+        """Whether the population's capacity is constrained (ADMM-RDA with ``constraints``)."""
+        return bool(getattr(self._pop, "constraints", None))
+
+    def _residuals(self, masses: np.ndarray) -> np.ndarray:
+        from learners._mobius import capacity_from_mobius
+        from learners.capacity_constraints import constraint_residuals
+
+        return constraint_residuals(capacity_from_mobius(masses, self._pop.index), tuple(self._pop.constraints))
+
+    def _scale_into(self, r_m: np.ndarray, r_d: np.ndarray) -> float:
+        """α* = the largest α ∈ [0, 1] with r(m) + α r(δ) ≤ max(r(m), 0) row-wise (r linear in the masses)."""
+        cap = np.maximum(r_m, 0.0) - r_m                    # room left on each constraint row (≥ 0)
+        up = r_d > 1e-15
+        if not up.any():
+            return 1.0
+        return float(min(1.0, np.min(cap[up] / r_d[up])))
+
+    def _effective(self, delta: np.ndarray) -> np.ndarray:
+        """With a constrained population, δ_u is scaled by α* ∈ [0, 1] so that m + α*δ_u violates no constraint
+        the population does not (the largest step from m towards m + δ_u inside the set; docs/personal.md)."""
+        if not self.constrained:
+            return delta
+        r_m = self._residuals(self._pop.mobius)
+        rows = np.atleast_2d(delta)
+        out = np.array([row * self._scale_into(r_m, self._residuals(row)) if row.any() else row for row in rows])
+        return out.reshape(delta.shape)
+
+    def violation_report(self) -> dict:
+        """Constraint violation ‖[B(m + δ_u)]₊‖²₂ over the people held (monotonicity, Section 5 Fig. 1a's measure).
+
+        Returns
+        -------
+        dict
+            ``people``; ``population`` (‖[Bm]₊‖²); ``raw_mean`` / ``raw_max`` / ``raw_share`` (violation of
+            m + δ_u with the unscaled dual-averaging deviation, and the share of people whose violation
+            exceeds the population's by more than 1e-12) and ``scored_mean`` / ``scored_max`` (of the
+            deviation the person is scored with, m + α*δ_u). Empty figures are NaN.
+        """
+        from learners.capacity_constraints import violation
+
+        cons = tuple(getattr(self._pop, "constraints", None) or ("monotone",))
+        from learners._mobius import capacity_from_mobius
+        from learners.capacity_constraints import constraint_residuals
+
+        def viol(m):
+            return violation(constraint_residuals(capacity_from_mobius(m, self._pop.index), cons))
+
+        m = self._pop.mobius
+        base = viol(m)
+        raw, scored = [], []
+        p, k = self._people, self._k
+        for u, r in p._rows.items():
+            if self.person_adaptive:
+                d = rda_deviation(p.G[r, :k], p.T[r], self._l1v, self._l2v, self._gv, Q=p.G[r, k:])
+            else:
+                d = rda_deviation(p.G[r], p.T[r], self._l1v, self._l2v, self._gv)
+            s = self._z_scale()
+            raw.append(viol(m + d / s))
+            scored.append(viol(m + self._effective(d) / s))
+        raw_a, sc_a = np.array(raw), np.array(scored)
+        nan = float("nan")
+        return {"people": len(raw), "constraints": list(cons), "population": base,
+                "raw_mean": float(raw_a.mean()) if len(raw) else nan, "raw_max": float(raw_a.max()) if len(raw) else nan,
+                "raw_share": float(np.mean(raw_a > base + 1e-12)) if len(raw) else nan,
+                "scored_mean": float(sc_a.mean()) if len(raw) else nan,
+                "scored_max": float(sc_a.max()) if len(raw) else nan}
 
     def metrics(self) -> dict:
         """The population's gauges plus ``people_held``."""

@@ -39,24 +39,26 @@ class LinearBTPersonal(PersonalLearner):
         Item feature names (required: the people's rows need their width).
     population : dict, optional
         Parameters of the population :class:`~learners.linear.LinearBT` (``learning_rate``, ``l2``, ...).
-    person_l1 : float, default 0.0
-    person_l2 : float, default 0.05
-    person_gamma : float, default 1.0
+    person_l1 : float, default 0.005
+    person_l2 : float, default 0.02
+    person_gamma : float, default 2.0
     block : int, default 256
+    person_adaptive : bool, default True
         As :class:`~learners.capacity_personal.CapacityPersonal`.
     """
 
     model_name = "linear-bt-personal"
     exact_learn_many_params = {"block": 1, "population": {"max_delay": 1}}
 
-    def __init__(self, feature_names: Sequence[str], population: dict | None = None, person_l1: float = 0.0,
-                 person_l2: float = 0.05, person_gamma: float = 1.0, block: int = 256) -> None:
+    def __init__(self, feature_names: Sequence[str], population: dict | None = None, person_l1: float = 0.005,
+                 person_l2: float = 0.02, person_gamma: float = 2.0, block: int = 256,
+                 person_adaptive: bool = True) -> None:
         check_param("LinearBTPersonal", "feature_names", feature_names,
                     feature_names is not None and not isinstance(feature_names, str) and len(feature_names) > 0,
                     "a non-empty sequence of feature names")
         check_param("LinearBTPersonal", "population", population, population is None or isinstance(population, dict),
                     "None or a dict of the population LinearBT's parameters")
-        self._init_personal(person_l1, person_l2, person_gamma, block)
+        self._init_personal(person_l1, person_l2, person_gamma, block, person_adaptive)
         self.feature_names_in = list(feature_names)
         self.population = None if population is None else dict(population)
         try:
@@ -67,7 +69,8 @@ class LinearBTPersonal(PersonalLearner):
 
     def _params(self) -> dict:
         return {"feature_names": self.feature_names_in, "population": self.population, "person_l1": self.person_l1,
-                "person_l2": self.person_l2, "person_gamma": self.person_gamma, "block": self.block}
+                "person_l2": self.person_l2, "person_gamma": self.person_gamma, "block": self.block,
+                "person_adaptive": self.person_adaptive}
 
     def clone(self) -> "LinearBTPersonal":
         return LinearBTPersonal(**self._params())

@@ -66,9 +66,11 @@ log = logging.getLogger(__name__)
 
 #: Longest person id (characters), as the event contract's ``user_id``.
 MAX_USER_ID = 512
+#: :meth:`PersonalLearner._learn_people` steps a round of people together down to this many rows
+_MIN_ROUND = 8
 
 
-def rda_deviation(G: np.ndarray, T, l1: float, l2: float, gamma: float) -> np.ndarray:
+def rda_deviation(G: np.ndarray, T, l1, l2, gamma, Q: np.ndarray | None = None) -> np.ndarray:
     """δ = −soft(G, λT) / (γ√T + μT) row-wise (see the module docstring); 0 where T = 0.
 
     Parameters
@@ -77,6 +79,12 @@ def rda_deviation(G: np.ndarray, T, l1: float, l2: float, gamma: float) -> np.nd
         Gradient sums.
     T : float or ndarray of shape (n,)
         Weight sums (≥ 0).
+    l1, l2, gamma : float or ndarray of shape (k,)
+        λ, μ, γ (per coordinate when arrays).
+    Q : ndarray like G, optional
+        Sums of squared gradients: the AdaGrad form (Duchi, Hazan & Singer 2011, JMLR 12, Section 3,
+        Equation (18), diagonal): the proximal term γ√T becomes γ√Q per coordinate, so a coordinate
+        moves with the evidence on it, not with the person's event count.
 
     Examples
     --------
@@ -90,7 +98,7 @@ def rda_deviation(G: np.ndarray, T, l1: float, l2: float, gamma: float) -> np.nd
     Tc = T[..., None] if G.ndim == 2 else T
     thr = l1 * Tc
     shrunk = G - np.clip(G, -thr, thr)
-    den = gamma * np.sqrt(Tc) + l2 * Tc
+    den = (gamma * np.sqrt(Tc) if Q is None else gamma * np.sqrt(np.asarray(Q, dtype=np.float64))) + l2 * Tc
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(den > 0, -shrunk / np.where(den > 0, den, 1.0), 0.0)
     return out + 0.0                                                       # no −0.0
@@ -221,7 +229,7 @@ class PersonalLearner(PreferenceLearner):
     learn_many_matches_loop = False
     _pop: PreferenceLearner
 
-    def _init_personal(self, person_l1, person_l2, person_gamma, block) -> None:
+    def _init_personal(self, person_l1, person_l2, person_gamma, block, person_adaptive=True) -> None:
         owner = type(self).__name__
         check_param(owner, "person_l1", person_l1, _is_real(person_l1) and person_l1 >= 0, "a float in the range [0, inf)")
         check_param(owner, "person_l2", person_l2, _is_real(person_l2) and person_l2 >= 0, "a float in the range [0, inf)")
@@ -233,12 +241,33 @@ class PersonalLearner(PreferenceLearner):
         self.person_l2 = float(person_l2)
         self.person_gamma = float(person_gamma)
         self.block = int(block)
+        check_param(owner, "person_adaptive", person_adaptive, isinstance(person_adaptive, bool), "a bool")
+        self.person_adaptive = person_adaptive
         self._touched: set[str] = set()
         #: optional ``callable(user_id) -> state dict | None`` consulted when a person is not in memory
         self.person_loader: Callable[[str], dict | None] | None = None
 
-    def _init_people(self, k: int) -> None:
-        self._people = PeopleTable(k)
+    def _init_people(self, k: int, strength: np.ndarray | None = None) -> None:
+        """The people's table, and the per-coordinate λ, μ, γ: the parameters times ``strength`` (k,)."""
+        self._k = int(k)
+        self._people = PeopleTable(2 * k if self.person_adaptive else k)
+        w = np.ones(k) if strength is None else np.asarray(strength, dtype=np.float64)
+        self._l1v, self._l2v, self._gv = self.person_l1 * w, self.person_l2 * w, self.person_gamma * w
+
+    def _delta(self, G, T) -> np.ndarray:
+        """δ (deviation units) from a row (or rows) of the table: [G] or [G | Q] (adaptive), as scored
+        (:meth:`_effective`)."""
+        k = self._k
+        if self.person_adaptive:
+            d = rda_deviation(G[..., :k], T, self._l1v, self._l2v, self._gv, Q=G[..., k:])
+        else:
+            d = rda_deviation(G, T, self._l1v, self._l2v, self._gv)
+        return self._effective(d)
+
+    def _effective(self, delta: np.ndarray) -> np.ndarray:
+        """The deviation a person is scored with, from the dual-averaging closed form (rows or one row);
+        subclasses that constrain the model (a monotone capacity) override it."""
+        return delta
 
     # ------------------------------------------------------------------ hooks
     def _z(self, XL: np.ndarray, XR: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
@@ -296,28 +325,31 @@ class PersonalLearner(PreferenceLearner):
 
     def _deviation_z(self, r: int) -> np.ndarray:
         p = self._people
-        return rda_deviation(p.G[r], p.T[r], self.person_l1, self.person_l2, self.person_gamma)
+        return self._delta(p.G[r], p.T[r])
 
     def deviation(self, user_id: str) -> np.ndarray:
         """δ_u in the population's parameter units (Möbius masses, raw-unit weights), ndarray (k,); zeros if not held."""
         r = self._row(_check_user_id(user_id, type(self).__name__))
         if r is None:
-            return np.zeros(self._people.k)
+            return np.zeros(self._k)
         return self._deviation_z(r) / self._z_scale()
 
     def person_state(self, user_id: str) -> dict | None:
-        """``{"meta": {...}, "arrays": {"G": (k,)}}`` of a person held in memory, or None.
+        """``{"meta": {...}, "arrays": {"G": (k,), "Q": (k,)}}`` of a person held in memory, or None.
 
         ``meta`` holds ``model_name``, ``user_id``, ``t`` (their event weight T_u), ``version``
-        (events learned) and ``k``.
+        (events learned) and ``k``; ``G`` is their gradient sum, ``Q`` (``person_adaptive``) their
+        sum of squared gradients.
         """
         r = self._people.row(user_id)
         if r is None:
             return None
-        p = self._people
+        p, k = self._people, self._k
+        arrays = {"G": p.G[r, :k].copy()}
+        if self.person_adaptive:
+            arrays["Q"] = p.G[r, k:].copy()
         return {"meta": {"model_name": self.model_name, "user_id": user_id, "t": float(p.T[r]),
-                         "version": int(p.N[r]), "k": p.k},
-                "arrays": {"G": p.G[r].copy()}}
+                         "version": int(p.N[r]), "k": k}, "arrays": arrays}
 
     def load_person(self, user_id: str, state: dict) -> None:
         """Hold a person from :meth:`person_state` output (replaces what was held; not marked touched).
@@ -331,10 +363,13 @@ class PersonalLearner(PreferenceLearner):
         try:
             meta, G = state["meta"], np.asarray(state["arrays"]["G"], dtype=np.float64)
             t, n = float(meta["t"]), int(meta["version"])
+            if self.person_adaptive:
+                G = np.concatenate([G, np.asarray(state["arrays"]["Q"], dtype=np.float64)])
         except (KeyError, TypeError, ValueError) as exc:
             raise SnapshotError(f"Not a person state of {self.model_name}: {type(exc).__name__}: {exc}") from None
         if G.shape != (self._people.k,):
-            raise SnapshotError(f"Person state G has shape {G.shape}; {self.model_name} expects ({self._people.k},).")
+            raise SnapshotError(f"Person state G (and Q) has shape {G.shape}; {self.model_name} expects "
+                                f"({self._people.k},).")
         if not (np.isfinite(G).all() and math.isfinite(t) and t >= 0 and n >= 0):
             raise SnapshotError("Person state holds non-finite or negative values; it was not loaded.")
         r = self._people.row(user_id, create=True)
@@ -415,7 +450,7 @@ class PersonalLearner(PreferenceLearner):
         if sel.size:
             p = self._people
             r = rows[sel]
-            delta = rda_deviation(p.G[r], p.T[r], self.person_l1, self.person_l2, self.person_gamma)
+            delta = self._delta(p.G[r], p.T[r])
             g[sel] += np.einsum("ij,ij->i", self._z(XL[sel], XR[sel]), delta)
         return g
 
@@ -465,31 +500,85 @@ class PersonalLearner(PreferenceLearner):
         self._pop.learn_one(x_left, x_right, y, context, weight)
 
     def _learn_people(self, XL, XR, Y, W, user_ids) -> None:
-        """The people's RDA steps for one block, at the population's current state (rows in order)."""
+        """The people's RDA steps for one block, at the population's current state.
+
+        Each person's rows are taken in their order; people are independent, so the k-th row of every
+        person in the block is stepped together (one vectorised round per occurrence).
+        """
         sel = [i for i, u in enumerate(user_ids) if u is not None]
         if not sel:
             return
         sel_a = np.asarray(sel)
         Z = self._z(XL[sel_a], XR[sel_a])                                # raises on bad input before any change
         g0 = np.asarray(self._pop.margin_many(XL[sel_a], XR[sel_a]), dtype=np.float64)
-        p = self._people
-        l1, l2, gamma = self.person_l1, self.person_l2, self.person_gamma
+        p, k = self._people, self._k
+        rows = np.empty(len(sel), dtype=np.int64)
+        occ = np.empty(len(sel), dtype=np.int64)
+        seen: dict = {}
         for j, i in enumerate(sel):
             u = user_ids[i]
-            r = p.row(u)
-            if r is None:
-                r = self._row(u)
+            slot = seen.get(u)
+            if slot is None:
+                r = p.row(u)
                 if r is None:
-                    r = p.row(u, create=True)
-            z = Z[j]
-            delta = rda_deviation(p.G[r], p.T[r], l1, l2, gamma)
-            g = g0[j] + float(z @ delta)
-            c = float(self._coef(np.array([g]), Y[i:i + 1])[0]) * float(W[i])
-            if c:
-                p.G[r] += c * z
-            p.T[r] += float(W[i])
+                    r = self._row(u)
+                    if r is None:
+                        r = p.row(u, create=True)
+                slot = seen[u] = [r, 0]
+            rows[j] = slot[0]
+            occ[j] = slot[1]
+            slot[1] += 1
+        Yf = np.asarray(Y, dtype=np.float64)[sel_a]
+        Wf = np.asarray(W, dtype=np.float64)[sel_a]
+        for o in range(int(occ.max()) + 1):
+            js = np.flatnonzero(occ == o)
+            if len(js) < _MIN_ROUND:  # few people left with more rows: the rest row by row, in order
+                self._step_rows(np.flatnonzero(occ >= o), rows, Z, g0, Yf, Wf)
+                break
+            r = rows[js]
+            Zj = Z[js]
+            delta = self._delta(p.G[r], p.T[r])
+            g = g0[js] + np.einsum("ij,ij->i", Zj, delta)
+            gz = (self._coef(g, Yf[js]) * Wf[js])[:, None] * Zj
+            if self.person_adaptive:
+                p.G[r, :k] += gz
+                p.G[r, k:] += gz * gz
+            else:
+                p.G[r] += gz
+            p.T[r] += Wf[js]
             p.N[r] += 1
-            self._touched.add(u)
+        self._touched.update(seen)
+
+    def _step_rows(self, js, rows, Z, g0, Yf, Wf) -> None:
+        """:meth:`_learn_people`'s rounds one row at a time (the same arithmetic, fewer numpy calls)."""
+        from learners.capacity_solvers import clip_into
+
+        p, k = self._people, self._k
+        l1v, l2v, gv, adaptive = self._l1v, self._l2v, self._gv, self.person_adaptive
+        buf = np.empty(k)
+        for j in js.tolist():
+            r = int(rows[j])
+            t = float(p.T[r])
+            z = Z[j]
+            if t > 0:
+                G = p.G[r, :k]
+                thr = l1v * t
+                np.subtract(G, clip_into(G, -thr, thr, buf), out=buf)
+                den = (gv * np.sqrt(p.G[r, k:]) if adaptive else gv * math.sqrt(t)) + l2v * t
+                d = np.divide(-buf, den, out=np.zeros(k), where=den > 0) + 0.0
+                d = self._effective(d)
+                g = g0[j] + float(z @ d)
+            else:
+                g = g0[j]
+            c = float(self._coef(np.array([g]), Yf[j:j + 1])[0]) * Wf[j]
+            gz = c * z
+            if adaptive:
+                p.G[r, :k] += gz
+                p.G[r, k:] += gz * gz
+            else:
+                p.G[r] += gz
+            p.T[r] += Wf[j]
+            p.N[r] += 1
 
     def learn_many(self, X_left, X_right, y, context=None, weight=None, user_ids=None) -> None:
         """Learn a batch in blocks of ``block`` rows (see the module docstring).

@@ -8,6 +8,7 @@ Commands::
     prefstream serve                         HTTP rank / compare / explain API on the live models
     prefstream replay FILE                   send a CSV/JSONL file as contract records
     prefstream tail                          follow explanation records
+    prefstream evaluate FILE                 hold out each person's last visit: NDCG@k, HR@k, AUC per model
     prefstream demo                          the end-to-end demo (stream.demo)
     prefstream report --run-dir DIR          rebuild a run's HTML report
 
@@ -424,6 +425,34 @@ def run_cmd(
         typer.echo(f"error: {', '.join(map(repr, idle))} learned no record (exit status {EXIT_NOTHING_LEARNED}): {why}.",
                    err=True)
         raise typer.Exit(EXIT_NOTHING_LEARNED)
+
+
+# ------------------------------------------------------------------------------ evaluate
+@app.command("evaluate")
+def evaluate_cmd(
+    file: str = typer.Argument(..., help="Preference events with user_id: .csv (replay layout) or .jsonl."),
+    models: str = typer.Option("capacity,capacity-personal", "--models", "-m", help="Comma-separated model names."),
+    k: int = typer.Option(10, "--k", help="Cut-off of NDCG@k and HR@k."),
+    config: Optional[str] = ConfigOpt,
+    set_: Optional[List[str]] = SetOpt,
+    param: Optional[List[str]] = ParamOpt,
+):
+    """Hold out each person's last visit or choice, learn the rest, print NDCG@k, HR@k and AUC per model and popularity."""
+    from stream.evaluation import evaluate_file, format_table
+
+    if k < 1:
+        typer.echo(f"error: --k must be a positive integer; got {k}.", err=True)
+        raise typer.Exit(2)
+    s = _settings(config, _with_params(config, _parse_sets(set_), param))
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    try:
+        res, info = evaluate_file(file, s, names, k=k)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"pairs={info['pairs']} held_out={info['held_out']} people={info['people']} (each person's last "
+               "visit or choice held out)")
+    typer.echo(format_table(res, k))
 
 
 # ------------------------------------------------------------------------------ demo

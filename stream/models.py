@@ -89,6 +89,10 @@ BUILTIN_EXPLAINERS = {
             "distributional-categorical": session_categorical},
     "cgpm": {"pref-shap": _gpm.pref_shap, "pref-shap-context": _gpm.pref_shap_context,
              "distributional-bernoulli": _gpm.gpm_bernoulli},
+    "capacity-personal": {"capacity-shapley": _per.person_capacity_shapley,
+                          "capacity-interaction": _per.person_capacity_interaction,
+                          "capacity-shapley-deviation": _per.person_deviation_shapley,
+                          "capacity-interaction-deviation": _per.person_deviation_interaction},
 }
 
 _LOCK = threading.Lock()

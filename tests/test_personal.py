@@ -42,7 +42,7 @@ def test_a_person_without_events_or_forgotten_is_the_population(model):
     np.testing.assert_allclose(model.margin_many(XL, XR), g_pop, rtol=0, atol=1e-12)
     # a person with events differs; forgotten, they are the population again and not personalized
     g_u = model.margin_many(XL, XR, user_ids=["u0"] * len(y))
-    assert np.abs(g_u - g_pop).max() > 1e-3
+    assert np.abs(g_u - g_pop).max() > 1e-2 * np.abs(g_pop).max()
     assert model.person_info("u0")["personalized"] and model.person_info("u0")["version"] == users.count("u0")
     assert model.forget_person("u0") and not model.forget_person("u0")
     np.testing.assert_allclose(model.margin_many(XL, XR, user_ids=["u0"] * len(y)), g_pop, rtol=0, atol=1e-12)
@@ -54,7 +54,7 @@ def test_a_person_loaded_with_zero_weight_predicts_exactly_the_population():
     m = CapacityPersonal(CRIT)
     XL, XR, y, users = _stream()
     m.learn_many(XL, XR, y, user_ids=users)
-    m.load_person("zero", {"meta": {"t": 0.0, "version": 0}, "arrays": {"G": np.ones(m.index.d)}})
+    m.load_person("zero", {"meta": {"t": 0.0, "version": 0}, "arrays": {"G": np.ones(m.index.d), "Q": np.zeros(m.index.d)}})
     np.testing.assert_allclose(m.margin_many(XL, XR, user_ids=["zero"] * len(y)), m.population_learner.margin_many(XL, XR),
                                rtol=0, atol=1e-12)
 
@@ -128,7 +128,7 @@ def test_person_state_api():
     assert m.people_held() == 6 and m.drain_touched() == set()    # loading is not a change
     assert m.person_info(users[0])["version"] == users[:101].count(users[0])
     with pytest.raises(Exception, match="shape"):
-        m.load_person("bad", {"meta": {"t": 1.0, "version": 1}, "arrays": {"G": np.zeros(7)}})
+        m.load_person("bad", {"meta": {"t": 1.0, "version": 1}, "arrays": {"G": np.zeros(7), "Q": np.zeros(7)}})
 
 
 def test_merge_is_the_populations_merge_plus_the_union_of_people():
@@ -152,3 +152,116 @@ def test_merge_is_the_populations_merge_plus_the_union_of_people():
         np.testing.assert_allclose(merged.person_state(u)["arrays"]["G"], src.person_state(u)["arrays"]["G"],
                                    rtol=0, atol=0)
     assert parts[0].people_held() == 3                             # the parts are not modified
+
+
+def test_per_person_explanations_are_efficient_and_differ_by_the_deviation():
+    """Σ_i φ_i(m + δ_u) = Σ_S (m + δ_u)(S) (efficiency, atol 1e-12); φ(m + δ_u) − φ(m) = φ(δ_u) (linearity);
+    an event without a held person is explained by the population, personalized false; records name the person."""
+    import json
+
+    from explainers.capacity import capacity_shapley
+    from stream.contract import parse_preference
+    from stream.plugins import personal as plug
+    from stream.registry import ExplainContext
+
+    XL, XR, y, users = _stream()
+    m = CapacityPersonal(CRIT, person_interaction=0.5)
+    m.learn_many(XL, XR, y, user_ids=users)
+    evs = [parse_preference(json.dumps({"schema_version": 1, "event_id": f"e{u}", "timestamp": 1, "outcome": 1,
+                                        "left": {"features": dict(zip(CRIT, XL[0]))},
+                                        "right": {"features": dict(zip(CRIT, XR[0]))},
+                                        **({"user_id": u} if u else {})}).encode()) for u in ("u0", "u1", None)]
+    ctx = ExplainContext("capacity-personal", model_version=3)
+    full = plug.person_capacity_shapley(m, evs, ctx)
+    dev = plug.person_deviation_shapley(m, evs, ctx)
+    pop = capacity_shapley(m.mobius, m.index, CRIT).values
+    for i, u in enumerate(("u0", "u1")):
+        masses = m.person_mobius(u)
+        np.testing.assert_allclose(full.values[i].sum(), masses.sum(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(full.values[i] - pop, dev.values[i], rtol=0, atol=1e-12)
+        assert np.abs(dev.values[i]).max() > 1e-3
+    np.testing.assert_allclose(full.values[2], pop, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(dev.values[2], 0.0, rtol=0, atol=0)
+    recs = full.to_records([ev.event_id for ev in evs])
+    assert [r["user_id"] for r in recs] == ["u0", "u1", None]
+    assert [r["extra"]["personalized"] for r in recs] == [True, True, False]
+    assert recs[0]["extra"]["person_version"] == users.count("u0")
+    inter = plug.person_deviation_interaction(m, evs[:1], ctx)
+    assert inter.method == "capacity-interaction-deviation" and np.asarray(inter.extra["interactions"]).shape == (3, 3)
+
+
+def test_ranking_metrics_closed_forms():
+    from stream.evaluation import holdout_last, hr_at_k, ndcg_at_k
+
+    s = np.array([0.9, 0.8, 0.7, 0.1])
+    # relevant at ranks 1 and 3: DCG = 1 + 1/log2(4) = 1.5; IDCG = 1 + 1/log2(3)
+    assert ndcg_at_k(s, np.array([1, 0, 1, 0], bool), 10) == pytest.approx(1.5 / (1 + 1 / np.log2(3)), rel=1e-12)
+    assert ndcg_at_k(s, np.array([0, 0, 0, 1], bool), 3) == 0.0 and hr_at_k(s, np.array([0, 0, 0, 1], bool), 3) == 0.0
+    assert hr_at_k(s, np.array([0, 0, 0, 1], bool), 4) == 1.0
+    assert holdout_last(["a", "b", "a", "a", None], [1, 5, 2, 2, 9]).tolist() == [False, True, True, True, False]
+
+
+def test_evaluate_ranks_each_persons_held_out_choice():
+    """A world where each person's taste is in δ_u: the personal model ranks the held-out choices better."""
+    from stream.adapters import PairwiseDataset
+    from stream.evaluation import evaluate_split, holdout_last
+
+    rng = np.random.default_rng(3)
+    n_people, per = 30, 40
+    taste = rng.normal(size=(n_people, 3)) * 2
+    X, L, R, Y, U, T = [], [], [], [], [], []
+    for t in range(per):
+        for p in range(n_people):
+            a, b = rng.random(3), rng.random(3)
+            X += [a, b]
+            L.append(len(X) - 2)
+            R.append(len(X) - 1)
+            Y.append(1 if (a - b) @ taste[p] > 0 else -1)
+            U.append(f"p{p}")
+            T.append(t)
+    ds = PairwiseDataset("toy", [str(i) for i in range(len(X))], np.array(X), CRIT, L, R, Y, timestamps=np.array(T),
+                         inline=True, users=U)
+    from learners.linear import LinearBT
+
+    res = evaluate_split(ds, {"global": LinearBT(CRIT), "personal": LinearBTPersonal(CRIT)}, holdout_last(U, T))
+    assert set(res) == {"global", "personal", "popularity"}
+    assert res["personal"]["people"] == n_people == res["global"]["people"]
+    assert res["personal"]["auc"] > res["global"]["auc"] + 0.05
+    assert res["personal"]["ndcg"] > res["global"]["ndcg"]
+
+
+def test_a_monotone_population_keeps_every_person_a_capacity():
+    """ADMM-RDA population with the monotonicity constraints: m + α*δ_u violates no row the population does
+    not (violation ≤ the population's + 1e-12), while the unscaled m + δ_u of some people would."""
+    rng = np.random.default_rng(4)
+    n = 1500
+    XL, XR = rng.random((n, 3)), rng.random((n, 3))
+    users = [f"u{k}" for k in rng.integers(0, 20, n)]
+    taste = {f"u{k}": rng.normal(size=3) * 3 for k in range(20)}               # some people like *less* of a
+    y = np.array([1 if (XL[i] - XR[i]) @ (np.array([1.0, 0.5, 0.2]) + taste[u]) > 0 else -1
+                  for i, u in enumerate(users)])
+    m = CapacityPersonal(CRIT, population={"algorithm": "rda", "constraints": ["monotone"], "scaler": "none"})
+    m.learn_many(XL, XR, y, user_ids=users)
+    rep = m.violation_report()
+    assert rep["people"] == 20 and rep["raw_share"] > 0.2 and rep["raw_max"] > 1e-9
+    assert rep["scored_max"] <= rep["population"] + 1e-12
+    for u in m.people():                                                      # and the masses scored are those
+        np.testing.assert_allclose(m.person_mobius(u), m.mobius + m._effective(m._delta(m._people.G[m._people.row(u)],
+                                                                                        m._people.T[m._people.row(u)])),
+                                   rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_the_vectorised_rounds_equal_the_row_by_row_steps(adaptive, monkeypatch):
+    """A block's people stepped together per occurrence equal the same rows stepped one by one (rtol 1e-12)."""
+    import learners.personal as lp
+
+    XL, XR, y, users = _stream(n=400, people=12)
+    states = []
+    for min_round in (1, 10 ** 9):
+        monkeypatch.setattr(lp, "_MIN_ROUND", min_round)
+        m = CapacityPersonal(CRIT, person_adaptive=adaptive, person_interaction=0.5)
+        m.learn_many(XL, XR, y, user_ids=users)
+        states.append(m.state_dict())
+    for k in ("people_G", "people_T", "people_N"):
+        np.testing.assert_allclose(states[0]["arrays"][k], states[1]["arrays"][k], rtol=1e-12, atol=1e-15)

@@ -74,3 +74,86 @@ def test_replay_reads_a_user_id_column_and_keys_by_person(tmp_path):
     values = [json.loads(v) for c in _iter_chunks(p, "preference", "user") for v in c.values]
     assert [{k: v for k, v in r.items() if k != "timestamp"} for r in values] == \
         [{k: v for k, v in r.items() if k != "timestamp"} for r in recs]
+
+
+def test_train_gives_its_respondents_as_people():
+    from stream.adapters import load_dataset
+
+    ds = load_dataset("train")
+    assert len(ds) == 2929 and len(set(ds.users)) == 235
+    ev = next(ds.to_events())
+    assert ev["user_id"] == ds.users[0] == "1"
+    validate_record("preference", ev)
+
+
+def _needs(sub):
+    from tests.conftest import needs_data
+
+    return needs_data(sub)
+
+
+@_needs("swissmetro")
+def test_swissmetro_pairs_the_chosen_mode_over_each_other_available_one():
+    from tests.conftest import data_root
+
+    from stream.adapters import load_dataset
+
+    ds = load_dataset("swissmetro", data_root())
+    assert len(ds) == 19755 and len(set(ds.users)) == 1191        # SOURCE.txt: ~19,800 pairs, 1,192 respondents
+    winner = np.where(ds.outcome > 0, ds.left, ds.right)
+    chosen_mode = np.array([ds.item_ids[i].split("-")[1] for i in winner])
+    assert set(chosen_mode) == {"TRAIN", "SM", "CAR"}
+    # each pair compares two modes of the same choice row
+    assert all(ds.item_ids[a].split("-")[0] == ds.item_ids[b].split("-")[0] for a, b in zip(ds.left[:500], ds.right[:500]))
+
+
+@_needs("ta_feng")
+def test_ta_feng_pairs_bought_over_not_bought_in_the_same_visit():
+    from tests.conftest import data_root
+
+    from stream.adapters.baskets import load_ta_feng
+
+    ds = load_ta_feng(data_root(), max_customers=25, test_negatives=10)
+    assert len(set(ds.users)) == 25 and ds.holdout.any() and (~ds.holdout).any()
+    winner = np.where(ds.outcome > 0, ds.left, ds.right)
+    loser = np.where(ds.outcome > 0, ds.right, ds.left)
+    # the held-out visit of a customer: 10 negatives, each paired with one bought product; same day as its winner
+    for u in sorted(set(ds.users))[:5]:
+        rows = [i for i, (v, h) in enumerate(zip(ds.users, ds.holdout)) if v == u and h]
+        assert len(rows) == 10
+        assert len({ds.item_ids[loser[i]] for i in rows} & {ds.item_ids[winner[i]] for i in rows}) == 0
+    assert list(ds.timestamps) == sorted(ds.timestamps)                     # customers interleaved by time
+
+
+def test_prefstream_evaluate_prints_the_table_and_refuses_a_file_without_people(tmp_path):
+    from typer.testing import CliRunner
+
+    from stream.adapters import load_dataset
+    from stream.cli import app
+
+    ds = load_dataset("train").subset(np.arange(600))
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps(ev) + "\n" for ev in ds.to_events()))
+    res = CliRunner().invoke(app, ["evaluate", str(p), "-m", "capacity,capacity-personal", "--k", "5"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    people = len(set(ds.users))
+    assert lines[0].startswith("pairs=600 held_out=") and f"people={people}" in lines[0]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[2:]}
+    assert set(rows) == {"capacity", "capacity-personal", "popularity"}
+    assert all(int(r[-1]) == people for r in rows.values()) and all(0.0 <= float(r[0]) <= 1.0 for r in rows.values())
+    q = tmp_path / "anon.jsonl"
+    q.write_text("".join(json.dumps({k: v for k, v in ev.items() if k != "user_id"}) + "\n" for ev in ds.to_events()))
+    res = CliRunner().invoke(app, ["evaluate", str(q)])
+    assert res.exit_code == 1 and "no user_id" in res.output and "Traceback" not in res.output
+
+
+def test_an_explain_request_may_name_the_person():
+    from stream.contract import parse_explain_request
+
+    r = parse_explain_request(b'{"request_id": "q1", "model": "capacity-personal", "user_id": "ann", '
+                              b'"left": {"x": 1}, "right": {"x": 2}}')
+    assert r.example.user_id == "ann"
+    assert parse_explain_request(b'{"request_id": "q2", "left": {"x": 1}, "right": {"x": 2}}').example.user_id is None
+    with pytest.raises(DeadLetter):
+        parse_explain_request(b'{"request_id": "q3", "user_id": "", "left": {"x": 1}, "right": {"x": 2}}')

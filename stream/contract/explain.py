@@ -74,7 +74,7 @@ def parse_explain_request(raw: bytes, catalog: ItemCatalog | None = None,
         ctx = _features(ctx, "context")
     ts = _timestamp(d["timestamp"]) if "timestamp" in d else time.time()
     ex = PreferenceExample(event_id=d["request_id"], timestamp=ts, left=left, right=right, outcome=0, context=ctx,
-                           weight=1.0, left_id=left_id, right_id=right_id)
+                           weight=1.0, left_id=left_id, right_id=right_id, user_id=d.get("user_id"))
     return ExplainRequest(request_id=d["request_id"], example=ex, model=d.get("model"), method=d.get("method"),
                           params=dict(d.get("params") or {}))
 

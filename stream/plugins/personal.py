@@ -2,7 +2,7 @@
 
 Learners: :class:`learners.capacity_personal.CapacityPersonal` and
 :class:`learners.linear_personal.LinearBTPersonal` (:mod:`learners.personal` holds the model and
-the per-person state API). Parameters: ``person_l1``, ``person_l2``, ``person_gamma``, ``block`` are
+the per-person state API). Parameters: ``person_l1``, ``person_l2``, ``person_gamma``, ``person_interaction`` (capacity), ``block`` are
 the personal model's; every other parameter is the population learner's (``decreasing``,
 ``algorithm``, ``constraints``, ``learning_rate``, ...), as for the ``capacity`` and ``linear-bt``
 models.
@@ -11,16 +11,26 @@ Merge rule (:func:`merge_personal`): events keyed by person put each person on o
 the parts hold disjoint people; the merge is the population's merge rule (the ``capacity`` and
 ``linear-bt`` ones) plus the union of the people (a person held by two parts gets the sums of their
 dual-averaging state). The parts are never modified.
+
+Explanations per person (``capacity-personal``): ``capacity-shapley`` and ``capacity-interaction`` of
+the person's capacity m + δ_u (the population's for an event without a held person), and "how
+this person differs", ``capacity-shapley-deviation`` and ``capacity-interaction-deviation``: the same
+indices of δ_u alone — the indices are linear in the masses, so these are exactly the person's
+indices minus the population's. Every record names the person (``user_id``, top level and in
+``extra``) with ``personalized`` and ``person_version``.
 """
 
 from __future__ import annotations
 
 from learners.exceptions import InvalidInputError
+from stream.plugins.budgets import capped
 from stream.plugins.common import construct
 
-__all__ = ["capacity_personal_factory", "linear_personal_factory", "merge_personal", "personal_loader"]
+__all__ = ["capacity_personal_factory", "linear_personal_factory", "merge_personal", "person_capacity_interaction",
+           "person_capacity_shapley", "person_deviation_interaction", "person_deviation_shapley", "personal_loader"]
 
-_PERSONAL_KEYS = ("population", "person_l1", "person_l2", "person_gamma", "block")
+_PERSONAL_KEYS = ("population", "person_l1", "person_l2", "person_gamma", "person_interaction", "person_adaptive",
+                  "block")
 
 
 def _split(params: dict) -> tuple[dict, dict]:
@@ -114,3 +124,63 @@ def merge_personal(parts: list):
     for lr, _ in parts[1:]:
         first += lr
     return first
+
+
+# ------------------------------------------------------------------------------ explanations per person
+def _person_explanations(learner, examples, ctx, deviation: bool, interaction: bool):
+    """One capacity Shapley (or interaction) explanation per event, of m + δ_u (or of δ_u alone) for the event's person."""
+    from explainers._result import Explanation
+    from explainers.capacity import capacity_interaction, capacity_shapley
+    from stream.plugins.common import require_trained
+
+    require_trained(learner, "capacity-personal")
+    explain = capacity_interaction if interaction else capacity_shapley
+    names, index = list(learner.feature_names), learner.index
+    cache: dict = {}
+    out = []
+    for ex in examples:
+        u = getattr(ex, "user_id", None)
+        if u not in cache:
+            info = learner.person_info(u)
+            masses = learner.deviation(u) if deviation else learner.person_mobius(u if info["personalized"] else None)
+            e = explain(masses, index, names)
+            e.method = e.method + ("-deviation" if deviation else "")
+            e.extra = dict(e.extra, user_id=u, personalized=info["personalized"], person_version=info["version"])
+            cache[u] = e
+        out.append(cache[u])
+    e = out[0] if len(out) == 1 else Explanation.concat(out)
+    e.model_name, e.model_version = "capacity-personal", int(getattr(ctx, "model_version", 0) or 0)
+    return e
+
+
+@capped(max_batch=4096, budget_s=2.0, step=4096)
+def person_capacity_shapley(learner, examples, ctx):
+    """Shapley importance of the person's capacity m + δ_u, one record per event (the population's for an event
+    without a held person, ``personalized: false``); ``extra`` names the person (``user_id``) and their state's
+    version (Herin, Perny & Sokolovska 2024, Section 2; Grabisch 1997: φ_i = Σ_{S∋i} m(S)/|S|)."""
+    return _person_explanations(learner, examples, ctx, deviation=False, interaction=False)
+
+
+@capped(max_batch=4096, budget_s=2.0, step=4096)
+def person_capacity_interaction(learner, examples, ctx):
+    """Shapley interaction indices I_ij of the person's m + δ_u (``extra["interactions"]``, ``extra["pairs"]``)."""
+    return _person_explanations(learner, examples, ctx, deviation=False, interaction=True)
+
+
+@capped(max_batch=4096, budget_s=2.0, step=4096)
+def person_deviation_shapley(learner, examples, ctx):
+    """How the person differs: the Shapley importance of δ_u alone (φ(m + δ_u) − φ(m), by linearity); zeros for a
+    person not held. Method ``capacity-shapley-deviation``."""
+    return _person_explanations(learner, examples, ctx, deviation=True, interaction=False)
+
+
+@capped(max_batch=4096, budget_s=2.0, step=4096)
+def person_deviation_interaction(learner, examples, ctx):
+    """The interaction indices of δ_u alone (I(m + δ_u) − I(m)). Method ``capacity-interaction-deviation``."""
+    return _person_explanations(learner, examples, ctx, deviation=True, interaction=True)
+
+
+# the values add up: Σ_i φ_i = Σ_S masses(S) = the record's prediction (base 0 = v(∅)); tests/checks verifies it
+for _fn in (person_capacity_shapley, person_capacity_interaction, person_deviation_shapley,
+            person_deviation_interaction):
+    _fn.additive = True

@@ -60,7 +60,7 @@ class World:
         left, right, ctx = self.row(i)
         return {"schema_version": 1, "event_id": f"e{i}", "timestamp": 1_700_000_000 + i,
                 "left": {"id": f"l{i}", "features": left}, "right": {"id": f"r{i}", "features": right},
-                "outcome": int(self.y[i]), "context": ctx}
+                "outcome": int(self.y[i]), "context": ctx, "user_id": self.user(i)}
 
     def examples(self, idx) -> list:
         from stream.contract import parse_preference
