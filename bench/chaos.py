@@ -33,6 +33,12 @@ dir through ``deploy/kafka/start.sh``; the shared broker on 9092 is never touche
    learned once (``--clean-run`` also runs the pipeline without faults on fresh topics and
    compares it too) — and counts duplicated explanation records (same event, model, method).
 
+``--people N``: the duels carry a ``user_id`` of N people (Zipf(1.3) activity) and go to their
+person's partition, ``linear-bt-personal`` learns beside the other models with its people on a
+changelog, and the run also reports ``people_lost`` / ``people_duplicated``: per person, their
+version on the changelog against their events produced (issue 28: kills, rebalances and broker
+outages with personal state lose no person's update and apply none twice).
+
 ``lost`` / ``duplicated``: the worst model's missing / extra training count against the produced
 events; ``digest_equal``: every model's digest equals the clean one. Events of corrupted batches
 are destroyed on the only replica: ``corrupted`` counts them and ``digest_equal_without_corrupted``
@@ -87,8 +93,13 @@ def _metric(text: str, name: str) -> dict[str, float]:
     return out
 
 
-def pokemon_stream(n: int, partitions: int, data_dir=None):
-    """``(items, events)``: the item records, and ``n`` duels as ``(event id, partition, bytes)``."""
+def pokemon_stream(n: int, partitions: int, data_dir=None, people: int = 0):
+    """``(ds, items, events, users)``: the item records, ``n`` duels as ``(event id, partition, bytes)``,
+    and with ``people`` > 0 each duel's person (``person-<k>``, k Zipf(1.3)-drawn, seeded): the
+    event then carries that ``user_id`` and goes to the person's partition (CRC-32 of the id), so a
+    person's events stay on one partition and in order; ``users`` is None without people."""
+    import zlib
+
     from stream.adapters import load_dataset
 
     ds = load_dataset("pokemon", data_dir)
@@ -99,13 +110,23 @@ def pokemon_stream(n: int, partitions: int, data_dir=None):
         head, tail = json.dumps(dict(ev, event_id="\x01")).encode().split(b"\\u0001")
         base.append((ev["event_id"], head, tail))
 
+    users = None
+    if people > 0:
+        pick = np.minimum(np.random.default_rng(7).zipf(1.3, size=n) - 1, people - 1)
+        users = [f"person-{k}" for k in pick.tolist()]
+        home = {u: zlib.crc32(u.encode()) % partitions for u in set(users)}
+
     def events():
         for i in range(n):
             eid0, head, tail = base[i % len(base)]
             eid = f"{eid0}~{i // len(base)}"
-            yield eid, i % partitions, head + json.dumps(eid)[1:-1].encode() + tail
+            if users is None:
+                yield eid, i % partitions, head + json.dumps(eid)[1:-1].encode() + tail
+            else:  # tail starts with the quote that closes the event id
+                u = users[i]
+                yield eid, home[u], head + json.dumps(eid)[1:-1].encode() + b'", "user_id": "' + u.encode() + tail
 
-    return ds, items, events
+    return ds, items, events, users
 
 
 class Monitor(threading.Thread):
@@ -286,8 +307,14 @@ def explanation_dupes(topic: str, opts: dict) -> tuple[int, int]:
 def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | None, seed: int, kinds=FAULT_KINDS,
               max_faults: int | None = None, models=("capacity", "gpm", "linear-bt"), partitions: int = 3,
               learners: int = 2, sample_rate: float = 0.002, settle_timeout: float = 300.0, gpm_min_train: int = 3000,
-              gpm_refit_every: int = 20000, log_dir: Path | None = None, say=print, data_dir=None) -> dict:
-    """One chaos run (``kinds=()``: a clean run) on ``broker``; returns the figures (see the module docstring)."""
+              gpm_refit_every: int = 20000, log_dir: Path | None = None, say=print, data_dir=None,
+              people: int = 0) -> dict:
+    """One chaos run (``kinds=()``: a clean run) on ``broker``; returns the figures (see the module docstring).
+
+    ``people`` > 0: person-keyed events and a personal model (``linear-bt-personal`` unless one is
+    among ``models``) with its changelog; the result then has ``people_lost`` / ``people_duplicated``:
+    per person, the version of their last changelog record against their events produced (corrupted
+    ones excepted)."""
     from kafka import KafkaProducer
 
     from stream.demo import default_model_params, write_settings_toml
@@ -299,10 +326,20 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
 
     rng = random.Random(seed)
     models = list(models)
+    personal = [m for m in models if m.endswith("-personal")]
+    if people and not personal:
+        models.append("linear-bt-personal")
+        personal = ["linear-bt-personal"]
     boot = broker.bootstrap
-    ds, items, gen = pokemon_stream(events, partitions, data_dir)
+    ds, items, gen, users = pokemon_stream(events, partitions, data_dir, people)
     topics, opts, u = create_run_topics("bench.chaos", boot, partitions, kinds=RUN_TOPIC_KINDS + ("drift",),
                                         preferences_config={"segment.bytes": str(SEGMENT_BYTES)})
+    if people:
+        from stream.broker import TopicSpec, create_topics
+
+        topics["people"] = f"bench.chaos.people.{u}"
+        create_topics(None, {topics["people"]: TopicSpec(partitions, {"cleanup.policy": "compact"})},
+                      client_options=opts)
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="prefstream-chaos-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     params = default_model_params(ds, models, {"min_train": gpm_min_train, "refit_every": gpm_refit_every})
@@ -529,6 +566,23 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
         if ids[i] not in corrupted_ids:
             clean_wo = digest_add(clean_wo, event_hash(ids[i]))
     learned = read_snapshots(topics["models"], opts, models)
+    people_res = {}
+    if people:
+        import collections
+
+        from stream.contract.people import decode_person
+        from stream.demo.topics import read_topic
+
+        want = collections.Counter(users[i] for i in produced if ids[i] not in corrupted_ids)
+        last = dict(read_topic(topics["people"], dict(opts, max_partition_fetch_bytes=16 * 1024 * 1024), timeout=120))
+        p_lost = p_dup = 0
+        for m in personal:
+            got = {k.decode().split("@", 1)[1]: decode_person(v)[0]["meta"]["version"]
+                   for k, v in last.items() if v is not None and k.decode().startswith(m + "@")}
+            p_lost = max(p_lost, sum(max(n_u - got.get(x, 0), 0) for x, n_u in want.items()))
+            p_dup = max(p_dup, sum(max(v - want.get(x, 0), 0) for x, v in got.items()))
+        people_res = {"people": len(want), "people_lost": p_lost, "people_duplicated": p_dup}
+        say(f"people: {len(want)} persons; worst personal model: {p_lost} person updates lost, {p_dup} applied twice")
     n_expl, dupes = explanation_dupes(topics["explanations"], opts)
     n = len(produced)
     lost = max(max(n - c, 0) for c, _, _ in learned.values())
@@ -555,6 +609,7 @@ def run_chaos(broker: OwnBroker, *, events: int, rate: float, duration: float | 
         "replay_events_per_s": round(len(ids) / max(replay["queued"] - replay["start"], 1e-9), 1), "exit_codes": codes, "log_dir": str(log_dir),
         "fault_table": [{"kind": f.kind, "t": round(f.t, 1), "recover_s": None if f.recover_s is None else round(f.recover_s, 1),
                          **{k: v for k, v in f.detail.items() if k != "committed_before"}} for f in mon.faults],
+        **people_res,
     }
 
 
@@ -565,7 +620,8 @@ def last_line(r: dict, load: str) -> str:
             f"unrecovered={r['unrecovered']} corrupted={r['corrupted']} "
             f"digest_equal_without_corrupted={r['digest_equal_without_corrupted']} seconds={r['seconds']} "
             f"replay_events_per_s={r['replay_events_per_s']} "
-            f"load_avg=\"{load}\"")
+            + (f"people_lost={r['people_lost']} people_duplicated={r['people_duplicated']} " if "people_lost" in r else "")
+            + f"load_avg=\"{load}\"")
 
 
 def main(argv=None) -> int:
@@ -584,6 +640,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gpm-refit-every", type=int, default=20000)
     ap.add_argument("--settle-timeout", type=float, default=300.0)
     ap.add_argument("--clean-run", action="store_true", help="also run without faults and compare the digests")
+    ap.add_argument("--people", type=int, default=0,
+                    help="person-keyed events over this many people, with a personal model and its changelog")
     ap.add_argument("--log-dir", default=None, help="worker logs and settings (default: a new temporary folder, kept)")
     ap.add_argument("--out", default=None, help="directory for chaos.txt / chaos.json (nothing written without it)")
     args = ap.parse_args(argv)
@@ -599,7 +657,7 @@ def main(argv=None) -> int:
     kw = dict(events=args.events, rate=args.rate, duration=args.duration, seed=args.seed, max_faults=args.faults,
               models=args.models.split(","), partitions=args.partitions, learners=args.learners,
               sample_rate=args.sample_rate, settle_timeout=args.settle_timeout, gpm_min_train=args.gpm_min_train,
-              gpm_refit_every=args.gpm_refit_every, say=lambda m: print(m, flush=True),
+              gpm_refit_every=args.gpm_refit_every, say=lambda m: print(m, flush=True), people=args.people,
               log_dir=Path(args.log_dir or tempfile.mkdtemp(prefix="prefstream-chaos-logs-")))
     try:
         r = run_chaos(broker, kinds=kinds, **kw)
@@ -629,7 +687,7 @@ def main(argv=None) -> int:
     print(f"worker logs: {r['log_dir']}")
     print(line)
     ok = (r["lost"] == 0 and r["duplicated"] == 0 and r["digest_equal"] and r["explanation_dupes"] == 0
-          and r["unrecovered"] == 0)
+          and r["unrecovered"] == 0 and r.get("people_lost", 0) == 0 and r.get("people_duplicated", 0) == 0)
     return 0 if ok else 1
 
 

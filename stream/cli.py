@@ -143,6 +143,7 @@ def topics_create(config: Optional[str] = ConfigOpt, bootstrap: Optional[str] = 
         "prefstream.items": s.topic_items, "prefstream.models": s.topic_models,
         "prefstream.explain-requests": s.topic_explain_requests, "prefstream.explanations": s.topic_explanations,
         "prefstream.dead-letters": s.topic_dead_letters, "prefstream.drift": s.topic_drift,
+        "prefstream.people": s.topic_people,
     }
     specs = {names.get(k, k): v for k, v in TOPICS.items()}
     _require_broker(s)
@@ -188,7 +189,10 @@ def worker_learn(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _require_broker(s)
-    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models])
+    from stream.workers.learner import personal_models
+
+    people = [s.topic_people] if personal_models(s) else []
+    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models, *people])
     with _metrics_port_errors():
         code = run_learner(s, dedupe_window=dedupe_window)
     raise typer.Exit(code)
@@ -332,6 +336,28 @@ def replay_cmd(
         typer.echo(f"error: no records in {file}." if res.skipped == 0 else
                    f"error: nothing sent: all {res.skipped} records of {file} were skipped (reasons above).", err=True)
         raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------ forget
+@app.command("forget")
+def forget_cmd(
+    user_id: str = typer.Argument(..., help="The person to forget (the user_id of their events)."),
+    config: Optional[str] = ConfigOpt,
+    bootstrap: Optional[str] = BootstrapOpt,
+    set_: Optional[List[str]] = SetOpt,
+):
+    """Forget a person: the learners drop their state and tombstone them on the people changelog (docs/personal.md)."""
+    from stream.forget import send_forget
+
+    s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
+    _require_broker(s)
+    try:
+        request_id, parts = send_forget(s, user_id)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"forget requested: user_id={user_id} request_id={request_id} partitions={parts} "
+               f"topic={s.topic_preferences}")
 
 
 # ------------------------------------------------------------------------------ tail

@@ -124,3 +124,45 @@ def test_a_snapshot_that_landed_behind_the_commit_is_read_on_from_its_own_offset
     assert all(50 <= stale_at[tp] < N_PER_PARTITION for tp in tps)
     assert placed == stale_at, "the partitions were not read from the restored snapshots' offsets"
     learned_exactly_once(loop, logs)
+
+
+def test_shutdown_publishes_a_final_round_after_the_round_in_flight(monkeypatch):
+    """SIGTERM while a source's snapshot round is still on the wire: once it lands, a final round
+    covers what was learned after its cut (before: the worker stopped with those events learned
+    and unpublished, for a restart to learn again)."""
+    from stream.contract import decode_snapshot
+
+    loop, consumer, _logs = make_loop(monkeypatch, set())
+
+    class Slow(type(loop.producer)):
+        async def send(self, topic, key=None, value=None):
+            fut = await super().send(topic, key, value)
+            slow = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_later(0.3, slow.set_result, None)
+            await asyncio.sleep(0)
+            return slow if topic == loop.settings.topic_models else fut
+
+    slow = Slow()
+    slow.topics = loop.producer.topics
+    loop.producer = slow
+
+    async def go():
+        await consumer.start_assignment()
+        in_flight = False
+        for _ in range(200):
+            gen, batch = await loop.fetch()
+            if batch:
+                await loop.handle(gen, batch)
+            if any(st.publishing for st in loop.core.sources.values()):
+                in_flight = True
+            if in_flight and all(st.since_snapshot > 0 for st in loop.core.sources.values()):
+                break  # a round on the wire and events learned after its cut
+        assert in_flight
+        await loop.final_snapshots(timeout=20)
+
+    asyncio.run(go())
+    snaps = {k.decode(): decode_snapshot(v) for k, v in slow.topics[loop.settings.topic_models].items()}
+    for src, st in loop.core.sources.items():
+        assert st.since_snapshot == 0
+        for name in st.slots:
+            assert snaps[f"{name}@{src}"]["offsets"][src] == st.next_offset

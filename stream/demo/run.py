@@ -62,11 +62,12 @@ __all__ = ["run_demo"]
 log = logging.getLogger(__name__)
 
 #: The kinds of the standard topics (``prefstream.<kind>``).
-_KINDS = ("preferences", "clicks", "items", "models", "explain-requests", "explanations", "dead-letters", "drift")
+_KINDS = ("preferences", "clicks", "items", "models", "explain-requests", "explanations", "dead-letters", "drift",
+          "people")
 _SETTING_OF_KIND = {"preferences": "topic_preferences", "clicks": "topic_clicks", "items": "topic_items",
                     "models": "topic_models", "explain-requests": "topic_explain_requests",
                     "explanations": "topic_explanations", "dead-letters": "topic_dead_letters",
-                    "drift": "topic_drift"}
+                    "drift": "topic_drift", "people": "topic_people"}
 
 
 @dataclass

@@ -57,6 +57,9 @@ from stream.workers._snapshot import (
     split_stream_meta,
 )
 from stream.workers.gauges import push_learner_gauges
+from stream.workers.people import is_personal
+from stream.workers.people_core import PeopleHandling
+from stream.workers.people_guard import PersonalGuard
 from stream.workers.progressive import (
     CURVE_GROWTH,
     new_progressive,
@@ -99,7 +102,7 @@ def observe_n(hist, value: float, n: int) -> None:
             break
 
 
-class LearnerCore(RefitScheduling):
+class LearnerCore(RefitScheduling, PeopleHandling):
     """The learner worker's state machine, independent of Faust and of the broker.
 
     Parameters
@@ -168,6 +171,12 @@ class LearnerCore(RefitScheduling):
         #: per item-topic partition, the end offset when the worker started: bad item records
         #: below it are counted but not dead-lettered again (an earlier run did that)
         self.items_live_from: dict[int, int] = {}
+        #: the worker's people (stream.workers.people.PeopleKeeper): personal models keep their people
+        #: in its store and the changelog, not in the snapshot. None (file mode, tests): in the snapshot
+        self.people = None
+        self._m_pred = {m: (self.metrics.predictions.labels(model=m, personalized="true"),
+                            self.metrics.predictions.labels(model=m, personalized="false")) for m in self.models}
+        self._m_forgotten = {m: self.metrics.people_forgotten.labels(model=m) for m in self.models}
 
     # ------------------------------------------------------------------ sources
     def new_source(self, topic: str, partition: int, snapshots: dict, generation: int = 0) -> SourceState:
@@ -218,6 +227,11 @@ class LearnerCore(RefitScheduling):
                                         next_offset=start)
         st.next_offset = start
         st.published_next = min(s.next_offset for s in st.slots.values())
+        if self.people is not None:
+            self.people.drop_source(src)
+            for model, slot in st.slots.items():
+                if st.kind == "preferences" and is_personal(slot.learner):
+                    self.people.slot(src, model).attach(slot.learner)
         self.sources[src] = st
         self._warm_refits(st)
         self._set_versions()
@@ -227,14 +241,16 @@ class LearnerCore(RefitScheduling):
     def drop_source(self, source: str) -> None:
         """Forget a source (revoked partition); unacknowledged messages stay unacknowledged."""
         self.sources.pop(source, None)
+        if self.people is not None:
+            self.people.drop_source(source)
 
     # ------------------------------------------------------------------ processing
     def process(self, st: SourceState, offset: int, value: bytes | None, ack_token: Any = None) -> list[dict]:
         """Validate and learn one input message of ``st`` (a batch of one, :meth:`process_batch`)."""
         return self.process_batch(st, [(offset, value, ack_token, None)])
 
-    def process_batch(self, st: SourceState, records: Sequence[tuple], parsed: Sequence | None = None) -> list[dict]:
-        """Validate and learn a micro-batch of input messages of ``st``, in offset order.
+    def _process(self, st: SourceState, records: Sequence[tuple], parsed: Sequence | None = None) -> list[dict]:
+        """Validate and learn a micro-batch of input messages of ``st`` (no forget record among them).
 
         Parameters
         ----------
@@ -342,12 +358,22 @@ class LearnerCore(RefitScheduling):
             self.tally[name]["duplicates"] += dup
         if not pick:
             return
-        if slot.guard is None:
-            slot.guard = FiniteGuard(learner, self.specs[name].loader)
+        ps = self.person_slot(st, name, learner)
+        personal = is_personal(learner) and (ps is not None or self.people is None)
+        if slot.guard is None or (personal and not isinstance(slot.guard, PersonalGuard)):
+            slot.guard = (PersonalGuard if personal else FiniteGuard)(learner, self.specs[name].loader)
+        # each example's person (None: the population alone; also for an event a restored person
+        # record already holds: stream.workers.people.PersonSlot.user_ids)
+        users: dict[int, str | None] = {}
+        if personal:
+            uid = [getattr(examples[i], "user_id", None) for i in pick]
+            if ps is not None:
+                uid = ps.user_ids([todo[owner[i]][0] for i in pick], uid)
+            users = dict(zip(pick, uid))
         learned: list[int] = []
         if not learner.feature_names:  # a model that takes its feature names from the first example
             i = pick.pop(0)
-            if self._learn_rows(name, slot, [i], examples, owner, errors):
+            if self._learn_rows(name, slot, [i], examples, owner, errors, users):
                 learned.append(i)
             learner = slot.learner
             if not pick:
@@ -372,15 +398,28 @@ class LearnerCore(RefitScheduling):
         for a, b in progressive_chunks(slot.count + len(learned), len(rows)):
             part = arr if (a, b) == (0, len(rows)) else arr.part(a, b)
             sub = rows[a:b]
-            self._score(name, learner, part, self.tally[name]["learned"] + len(learned) + (b - a))
+            at = self.tally[name]["learned"] + len(learned) + (b - a)
             # learn the chunk, check the state once (stream.workers.guard); only when learn_many refuses the
             # chunk or the state turns non-finite, restore the pre-chunk state and learn row by row,
             # so exactly the bad messages are dead-lettered and nothing non-finite is ever kept
-            res = slot.guard.learn_batch(
-                learner, sub,
-                lambda lr, _rows, part=part: lr.learn_many(part.X_left, part.X_right, part.y, part.context, part.weight),
-                lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
-                                           examples[i].context, examples[i].weight))
+            if personal:  # with each event's person (stream.workers.people_guard)
+                sub_users = [users.get(i) for i in sub]
+                self._score(name, learner, part, at, sub_users)
+                res = slot.guard.learn_batch(
+                    learner, sub,
+                    lambda lr, _rows, part=part, su=sub_users: lr.learn_many(
+                        part.X_left, part.X_right, part.y, part.context, part.weight, user_ids=su),
+                    lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
+                                               examples[i].context, examples[i].weight, user_id=users.get(i)),
+                    user_of=users.get)
+            else:
+                self._score(name, learner, part, at)
+                res = slot.guard.learn_batch(
+                    learner, sub,
+                    lambda lr, _rows, part=part: lr.learn_many(part.X_left, part.X_right, part.y, part.context,
+                                                               part.weight),
+                    lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
+                                               examples[i].context, examples[i].weight))
             learner = slot.learner = res.learner
             bad = {k for k, _ in res.rejected}
             for k, defect in res.rejected:
@@ -394,9 +433,12 @@ class LearnerCore(RefitScheduling):
             if res.relearned:
                 self.metrics.events_relearned.labels(model=name).inc(res.relearned)
             learned.extend(i for k, i in enumerate(sub) if k not in bad)
+        if ps is not None:
+            ps.learned(users.get(i) for i in learned)
+            ps.attach(slot.learner)  # a restored learner (guard) needs the loader again
         self._after_learning(st, name, slot, learned, todo, owner, hashes)
 
-    def _learn_rows(self, name, slot, idx, examples, owner, errors) -> bool:
+    def _learn_rows(self, name, slot, idx, examples, owner, errors, users=None) -> bool:
         """Learn rows one by one through the slot's finite guard (the first example of a model
         that takes its feature names from the data)."""
         ok = True
@@ -404,7 +446,12 @@ class LearnerCore(RefitScheduling):
             ex = examples[i]
             self._validate_progressively(name, slot.learner, ex)
             try:
-                slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context, ex.weight)
+                if users:
+                    slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context,
+                                                        ex.weight, user_id=users.get(i))
+                else:
+                    slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context,
+                                                        ex.weight)
             except Exception as exc:  # noqa: BLE001 - one event must not crash the worker
                 slot.learner = getattr(exc, "learner", slot.learner)  # the guard's restored state
                 if not isinstance(exc, (InvalidInputError, ValueError, KeyError, TypeError)):
@@ -445,19 +492,27 @@ class LearnerCore(RefitScheduling):
         self.metrics.dead_letters.labels(reason=reason).inc()
         return dead_letter_record(value, reason, detail, st.topic, st.partition, offset)
 
-    def _score(self, name: str, learner, arr, at: int | None = None) -> None:
+    def _score(self, name: str, learner, arr, at: int | None = None, user_ids=None) -> None:
         """Progressive validation of a chunk: P(left) from the pre-chunk state; ties are not scored.
 
         ``at``: the model's event count once the chunk is learned. The chunk's events are the
         counts ``at − len + 1 … at``; the metrics are folded in up to each count where a
         learning-curve point is due (:data:`CURVE_GROWTH` past the previous one), and the point
         taken there, so the curve is the progressive metrics at event counts, whatever the chunks.
+        For a personal model, ``user_ids`` (each row's person) go to ``predict_proba_many`` and
+        each prediction is counted in ``prefstream_predictions_total{personalized}``
+        (:meth:`~stream.workers.people_core.PeopleHandling.count_personalized`).
         """
+        if user_ids is not None:
+            self.count_personalized(name, learner, user_ids)
         strict = arr.y != 0
         if not strict.any():
             return
         try:
-            p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
+            if user_ids is not None:
+                p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context, user_ids=user_ids)
+            else:
+                p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
         except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
             return
         n = len(arr.y)
@@ -557,12 +612,15 @@ class LearnerCore(RefitScheduling):
         """
         records, versions = [], {}
         for name, slot in st.slots.items():
-            state = attach_stream_meta(slot.learner.state_dict(), source=st.source, digest=slot.digest,
-                                       window=slot.window)
+            # a personal model's people go to the changelog (and the store), not into the snapshot
+            own = (slot.learner.state_dict(people=False) if self.person_slot(st, name, slot.learner) is not None
+                   else slot.learner.state_dict())
+            state = attach_stream_meta(own, source=st.source, digest=slot.digest, window=slot.window)
             value = encode_snapshot(name, slot.version + 1, slot.count, state, offsets={st.source: slot.next_offset},
                                     max_bytes=self.settings.max_snapshot_bytes)
             records.append((snapshot_key(name, st.source).encode(), value))
             versions[name] = (slot.version + 1, slot.next_offset)
+        people = self.build_people(st)  # after the snapshots: a snapshot that cannot be encoded takes no person
         covered = min(n for _, n in versions.values()) if versions else st.next_offset
         acks = [tok for off, tok in st.pending if off < covered]
         st.pending = [(off, tok) for off, tok in st.pending if off >= covered]
@@ -570,11 +628,13 @@ class LearnerCore(RefitScheduling):
         st.force = False
         st.last_snapshot = self.clock()
         st.publishing = True
+        st.people_round = people
         return records, acks, versions
 
     def snapshot_done(self, st: SourceState, versions: dict, ok: bool) -> None:
         """Record the outcome of publishing the records of :meth:`build_snapshots`."""
         st.publishing = False
+        self.people_done(st, ok)
         if not ok:
             st.force = True
             return
@@ -609,3 +669,4 @@ class LearnerCore(RefitScheduling):
         """Push the progressive metrics and the learners' diagnostics to their gauges
         (:func:`stream.workers.gauges.push_learner_gauges`; cheap, about once a second)."""
         push_learner_gauges(self.progressive, self.sources, self.metrics)
+        self.update_people_gauges()

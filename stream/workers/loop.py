@@ -510,7 +510,10 @@ class ConsumerLoop(MicroBatchLoop):
         self.limits = OutputLimits(s)
         opts = aiokafka_options(s)
         opts["client_id"] = f"{s.client_id}-{self.role}"
+        # 1 MiB batches (aiokafka's default is 16 KiB): a learner's snapshot round delivers the records of
+        # thousands of people to one changelog partition, one request per batch (stream.workers.people)
         self.producer = AIOKafkaProducer(acks="all", linger_ms=5, max_request_size=int(s.max_snapshot_bytes) + 65_536,
+                                         max_batch_size=1_048_576,
                                          compression_type=None if s.compression_type == "none" else s.compression_type,
                                          **opts)
         try:

@@ -68,6 +68,10 @@ class SourceState:
     force: bool = False
     publishing: bool = False
     generation: int = 0
+    #: the changelog records of the snapshot round being published (stream.workers.people_core),
+    #: and per personal model what PersonSlot.done needs
+    people_round: list = field(default_factory=list)
+    people_sent: list = field(default_factory=list)
 
     @property
     def source(self) -> str:
