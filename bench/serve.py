@@ -20,6 +20,11 @@ What it does, in one run:
      is half of the rate measured above; wrk's ``delay()``);
    * ``explain_p99_ms_prefshap``: ``POST /v1/explain`` (gpm, pref-shap, default budgets) from one
      connection;
+   * ``rank_explain_p99_ms_{capacity,gpm}``: ``POST /v1/rank`` with 100 ids, ``top_k`` 5 and ``explain``
+     (``capacity-shapley``, the GPM's ``pref-shap``) from one connection, beside the plain top-5 rank
+     from one connection in the same run (the ratio is printed); ``rank_explain_errors`` counts their
+     non-2xx answers and socket errors (an explanation past ``serve_rank_explain_deadline_s`` is marked
+     missing in a 200, and one sampled answer's missing count is printed);
    * ``swap_errors``: non-2xx answers and socket errors of a ``--swap-seconds`` rank run while
      events keep flowing, so that the learner publishes a new snapshot about every second
      (the swaps counted from the server's ``prefstream_model_swaps_total``).
@@ -31,7 +36,7 @@ Last line::
 
     empty_rps=… rank_ids_rps_capacity=… rank_ids_rps_gpm=… rank_inline_rps_capacity=… ids_over_empty_capacity=…
     ids_over_empty_gpm=… inline_over_empty_capacity=… rank_p99_ms_capacity=… rank_p99_ms_gpm=…
-    explain_p99_ms_prefshap=… swap_errors=…
+    explain_p99_ms_prefshap=… swap_errors=… rank_explain_p99_ms_capacity=… rank_explain_p99_ms_gpm=… rank_explain_errors=…
 
 Reproduce: ``PREFSTREAM_DATA_DIR=../shared/data python bench/serve.py --out /tmp/serve.json`` (wrk from
 Debian's ``wrk`` package; the broker of ``make broker-start``).
@@ -57,7 +62,8 @@ from stream.demo.workers import free_port  # noqa: E402
 
 KEYS = ("empty_rps", "rank_ids_rps_capacity", "rank_ids_rps_gpm", "rank_inline_rps_capacity", "ids_over_empty_capacity",
         "ids_over_empty_gpm", "inline_over_empty_capacity", "rank_p99_ms_capacity", "rank_p99_ms_gpm",
-        "explain_p99_ms_prefshap", "swap_errors")
+        "explain_p99_ms_prefshap", "swap_errors", "rank_explain_p99_ms_capacity", "rank_explain_p99_ms_gpm",
+        "rank_explain_errors")
 
 
 # ----------------------------------------------------------------------------- wrk
@@ -217,6 +223,7 @@ def main(argv=None) -> int:
         feats = {str(r["item_id"]): r["features"] for r in ds.item_records()}
         names = list(ds.feature_names)
         body_ids = {m: json.dumps({"model": m, "ids": ids}).encode() for m in ("capacity", "gpm")}
+        body_top5 = {m: json.dumps({"model": m, "ids": ids, "top_k": 5}).encode() for m in ("capacity", "gpm")}
         body_cols = json.dumps({"model": "capacity", "columns": {"feature_names": names, "ids": ids,
                                                                  "rows": [[feats[i][f] for f in names] for i in ids]}}).encode()
         body_explain = json.dumps({"model": "gpm", "method": "pref-shap", "left": {"id": ids[0]},
@@ -246,6 +253,15 @@ def main(argv=None) -> int:
             res[f"rank_half_{m}"] = wrk(base + "/v1/rank", tmp, f"half_{m}", "POST", body_ids[m], pc, s, d, spid)
         res["explain_prefshap"] = wrk(base + "/v1/explain", tmp, "explain", "POST", body_explain, 1, args.explain_seconds,
                                       server_pid=spid)
+        # explanations inside the ranking (issue 29 item 4): one connection, the same 100 ids, top 5 explained each
+        # against the next, beside the plain rank from one connection in the same run (the anchor of the ratio)
+        for m, method in (("capacity", "capacity-shapley"), ("gpm", "pref-shap")):
+            res[f"rank_one_{m}"] = wrk(base + "/v1/rank", tmp, f"one_{m}", "POST", body_top5[m], 1, args.explain_seconds,
+                                       server_pid=spid)
+            b = json.dumps({"model": m, "ids": ids, "top_k": 5, "explain": method}).encode()
+            res[f"rank_explain_{m}"] = wrk(base + "/v1/rank", tmp, f"rank_explain_{m}", "POST", b, 1,
+                                           args.explain_seconds, server_pid=spid)
+            res[f"rank_explain_{m}"]["missing"] = _missing(base, b)
         # hot swap: events keep flowing (a snapshot about every second) while wrk ranks
         swaps0 = _swaps(base)
         stop = threading.Event()
@@ -286,18 +302,36 @@ def main(argv=None) -> int:
     fig["rank_p99_ms_gpm"] = res["rank_half_gpm"]["p99_ms"]
     fig["explain_p99_ms_prefshap"] = res["explain_prefshap"]["p99_ms"]
     fig["swap_errors"] = res["swap_run"]["non_2xx"] + res["swap_run"]["socket_errors"]
+    fig["rank_explain_p99_ms_capacity"] = res["rank_explain_capacity"]["p99_ms"]
+    fig["rank_explain_p99_ms_gpm"] = res["rank_explain_gpm"]["p99_ms"]
+    fig["rank_explain_errors"] = sum(res[f"rank_explain_{m}"]["non_2xx"] + res[f"rank_explain_{m}"]["socket_errors"]
+                                     for m in ("capacity", "gpm"))
     res["figures"] = fig
     for k in ("empty", "rank_ids_capacity", "rank_ids_gpm", "rank_inline_capacity", "rank_half_capacity", "rank_half_gpm",
-              "explain_prefshap", "swap_run"):
+              "explain_prefshap", "rank_one_capacity", "rank_explain_capacity", "rank_one_gpm", "rank_explain_gpm",
+              "swap_run"):
         r = res[k]
         print(f"{k:22s} {r['rps']:9.1f} req/s  p50 {r['p50_ms']} ms  p99 {r['p99_ms']} ms  c={r['connections']}"
               f"{' delay ' + str(r['delay_ms']) + ' ms' if r['delay_ms'] else ''}  non2xx {r['non_2xx']}  "
               f"wrk cpu {r['wrk_cpu_s']} s  server cpu {r['server_cpu_s']} s")
+    for m in ("capacity", "gpm"):
+        one, ex = res[f"rank_one_{m}"], res[f"rank_explain_{m}"]
+        print(f"rank + explain top 5 ({m}): p99 {ex['p99_ms']} ms = {ex['p99_ms'] / one['p99_ms']:.2f} x the plain rank's "
+              f"p99 {one['p99_ms']} ms (one connection, same run); explanations marked missing in a sampled answer: "
+              f"{ex['missing']}")
     print(f"swaps during the swap run: {res['swaps_during_swap_run']}; load average before {load0}, after {res['load_after']}")
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1))
     print(" ".join(f"{k}={fig[k]}" for k in KEYS))
     return 0
+
+
+def _missing(base: str, body: bytes) -> int:
+    """How many explanations one rank-with-explain answer marks missing (deadline passed)."""
+    import httpx
+
+    r = httpx.post(base + "/v1/rank", content=body, headers={"Content-Type": "application/json"}, timeout=60)
+    return sum(1 for e in r.json().get("explanations") or [] if e.get("missing")) if r.status_code == 200 else -1
 
 
 def _swaps(base: str) -> float:

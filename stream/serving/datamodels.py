@@ -15,13 +15,15 @@ Candidates of ``/v1/rank`` come in exactly one of three forms:
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from stream.contract import MAX_ABS_VALUE
 
 __all__ = [
     "Columns", "CompareRequest", "CompareResponse", "ErrorResponse", "ExplainRequest", "ExplanationRecord",
-    "HealthResponse", "ItemRef", "ModelInfo", "ModelsResponse", "RankRequest", "RankResponse", "RankedItem",
+    "HealthResponse", "ItemRef", "MissingExplanation", "ModelInfo", "ModelsResponse", "RankRequest", "RankResponse", "RankedItem",
     "ReadyResponse",
 ]
 
@@ -32,33 +34,58 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def _integral(v):
+    """An integer-valued JSON number (``5.0``) is the integer 5, as JSON Schema's ``integer`` says; ``5.5``,
+    ``"5"`` and ``true`` stay what they are and are refused by the strict integer check."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def json_int(lo: int, hi: int | None = None):
+    """A JSON integer in [lo, hi]: ``5`` or ``5.0`` (JSON Schema counts integer-valued numbers as integers);
+    the bounds are in the schema (``minimum`` / ``maximum``)."""
+    return Annotated[int, Field(ge=lo, le=hi), BeforeValidator(_integral)]
+
+
+#: A feature value. The bound ±MAX_ABS_VALUE is in the schema; a value beyond it (or non-finite, such as
+#: ``1e400``) is refused by the server with 422 ``out_of_range`` naming its path (stream.serving.inputs).
+Value = Annotated[float, WithJsonSchema({"type": "number", "minimum": -MAX_ABS_VALUE, "maximum": MAX_ABS_VALUE})]
+#: Seeds: 0 … 2^63 − 1.
+MAX_SEED = 2**63 - 1
+Seed = json_int(0, MAX_SEED)
+
+
 class ItemRef(_Strict):
     """One item: a catalog ``id``, inline ``features``, or both (inline features win)."""
 
     id: Optional[str] = Field(None, min_length=1, max_length=256, description="Catalog item id.")
-    features: Optional[dict[str, float]] = Field(None, description="Inline features {name: value}.")
+    features: Optional[dict[str, Value]] = Field(None, description="Inline features {name: value}.")
 
 
 class Columns(_Strict):
     """Inline candidates as one table: ``feature_names`` once, one row per candidate."""
 
-    feature_names: list[str] = Field(..., min_length=1, description="Column names of ``rows``.")
-    rows: list[list[float]] = Field(..., min_length=1, description="One row per candidate, len(feature_names) values each.")
-    ids: Optional[list[str]] = Field(None, description="Optional candidate ids (default: row numbers).")
+    feature_names: list[str] = Field(..., min_length=1, description="Column names of ``rows`` (no name twice).",
+                                     json_schema_extra={"uniqueItems": True})
+    rows: list[list[Value]] = Field(..., min_length=1, description="One row per candidate, len(feature_names) values each.")
+    ids: Optional[list[str]] = Field(None, description="Optional candidate ids (default: row numbers; no id twice).",
+                                     json_schema_extra={"uniqueItems": True})
 
 
 class RankRequest(_Strict):
     """``POST /v1/rank``: order candidates best first."""
 
     model: str = Field(..., description="Model name, e.g. 'capacity' or 'gpm'.")
-    ids: Optional[list[str]] = Field(None, min_length=1, description="Candidates by catalog id.")
+    ids: Optional[list[str]] = Field(None, min_length=1, json_schema_extra={"uniqueItems": True},
+                                     description="Candidates by catalog id, each once (an id given twice is "
+                                                 "refused: 422 duplicate_item).")
     columns: Optional[Columns] = None
-    items: Optional[list[ItemRef]] = Field(None, min_length=1)
-    context: Optional[dict[str, float]] = Field(None, description="Context features (context models such as cgpm).")
-    top_k: Optional[int] = Field(None, ge=1, description="Return the best top_k (default: all).")
+    items: Optional[list[ItemRef]] = Field(None, min_length=1, description="Candidates as item references (an id "
+                                                                           "given twice is refused).")
+    context: Optional[dict[str, Value]] = Field(None, description="Context features (context models such as cgpm).")
+    top_k: Optional[json_int(1)] = Field(None, description="Return the best top_k (default: all).")
     explain: Optional[str] = Field(None, description="An explanation method: explain each of the top_k items "
                                                      "against the next one in the ranking.")
-    seed: Optional[int] = Field(None, ge=0, description="Seed of sampling explainers (default: the seed setting).")
+    seed: Optional[Seed] = Field(None, description="Seed of sampling explainers (default: the seed setting).")
 
 
 class RankedItem(BaseModel):
@@ -91,11 +118,29 @@ class ExplanationRecord(BaseModel):
     compute_time_s: float
 
 
+class MissingExplanation(BaseModel):
+    """In a ranking's ``explanations``: a pair not explained within the ranking's deadline, and why."""
+
+    missing: Literal[True]
+    reason: Literal["deadline_exceeded", "busy", "not_fitted", "failed"] = Field(
+        ..., description="deadline_exceeded (it goes on; a later ranking finds it in the cache), busy (the "
+                         "explanation pool is full), not_fitted, failed (the explainer refused the pair).")
+    detail: str
+    request_id: str
+    left_id: Optional[str] = None
+    right_id: Optional[str] = None
+    model_name: str
+    model_version: int
+    method: str
+
+
 class RankResponse(_Versioned):
     aggregate: str = Field(..., description="'utility' (sorted by f(x)) or 'mean_pairwise_probability' (Borda).")
     items: list[RankedItem]
-    explanations: Optional[list[ExplanationRecord]] = Field(
-        None, description="With 'explain': item k against item k + 1 of the ranking, for the top_k items.")
+    explanations: Optional[list[Union[ExplanationRecord, MissingExplanation]]] = Field(
+        None, description="With 'explain': item k against item k + 1 of the ranking, for the top_k items; a pair "
+                          "not explained within serve_rank_explain_deadline_s is a MissingExplanation in its place "
+                          "(the ranking itself never waits longer, and never fails for it).")
 
 
 class CompareRequest(_Strict):
@@ -104,7 +149,7 @@ class CompareRequest(_Strict):
     model: str
     left: ItemRef
     right: ItemRef
-    context: Optional[dict[str, float]] = None
+    context: Optional[dict[str, Value]] = None
 
 
 class CompareResponse(_Versioned):
@@ -118,10 +163,10 @@ class ExplainRequest(_Strict):
     method: Optional[str] = Field(None, description="Default: the model's default method (see GET /v1/models).")
     left: ItemRef
     right: ItemRef
-    context: Optional[dict[str, float]] = None
+    context: Optional[dict[str, Value]] = None
     params: Optional[dict[str, Any]] = None
     request_id: Optional[str] = Field(None, min_length=1, max_length=256)
-    seed: Optional[int] = Field(None, ge=0)
+    seed: Optional[Seed] = None
 
 
 class ModelInfo(BaseModel):

@@ -16,7 +16,9 @@ Body: ``{"error": <code>, "detail": <one sentence>, "field": <path or null>, ...
 422    ``unknown_feature``     an item, a context or ``columns`` names a feature the model does not use
 503    ``not_loaded``          the model has no loaded snapshot yet (loading, topic still read, or none published)
 503    ``not_fitted``          the model cannot score yet (a GPM before its first refit)
-504    ``deadline_exceeded``   an explanation ran past ``serve_explain_deadline_s`` (with what was spent)
+503    ``busy``                ``/v1/explain``: the explanation pool already holds its most batches
+504    ``deadline_exceeded``   ``/v1/explain`` ran past ``serve_explain_deadline_s`` (with what was spent;
+                               a ranking's explanations are marked missing instead, never a 504)
 =====  ======================  ==========================================================
 """
 

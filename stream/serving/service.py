@@ -26,6 +26,7 @@ from stream.contract import DeadLetter, PreferenceExample, explanation_record_ok
 from stream.metrics import Metrics, build_metrics
 from stream.serving.catalog import CatalogMatrix
 from stream.serving.errors import APIError
+from stream.serving.explaining import MAX_IN_FLIGHT, ExplanationCache, missing, pair_key
 from stream.serving.inputs import candidates, context_vector, item_vector
 from stream.serving.scoring import Scorer, scorer_for
 from stream.workers._snapshot import parse_snapshot_key
@@ -42,6 +43,10 @@ WARM_WINDOW_S = 600.0
 #: The method ``/v1/explain`` uses when the request names none (else the first registered one).
 DEFAULT_METHODS = {"linear-bt": "linear-shapley", "capacity": "distributional-bernoulli", "gpm": "pref-shap",
                    "cgpm": "pref-shap"}
+
+
+class _Busy(Exception):
+    """A pair not explained because the explanation pool is full or the explainer stopped early."""
 
 
 class ServeState:
@@ -68,7 +73,9 @@ class ServeState:
         self.followers: list = []
         self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-warm")
         self._warm_latest: dict[str, ModelVersion] = {}
-        self._explained: dict[str, float] = {}
+        #: model -> {method: last time it was asked to explain} (what a new version warms)
+        self._explained: dict[str, dict[str, float]] = {}
+        self._in_flight = 0
         self._tasks: list[asyncio.Task] = []
         self._loader: ThreadPoolExecutor | None = None
         self.item_errors = 0
@@ -212,7 +219,7 @@ class ServeState:
             rid = uuid.uuid4().hex[:12]
             examples = [self._example(f"rank-{rid}:{ids[i]}>{ids[j]}", sc, X[i], X[j], req.context, ids[i], ids[j])
                         for i, j in pairs]
-            job = (mv, req.explain, examples, {}, req.seed)
+            job = (mv, req.explain, examples, [(X[i], X[j], u) for i, j in pairs], {}, req.seed)
         return out, job
 
     def compare(self, req) -> dict:
@@ -245,15 +252,16 @@ class ServeState:
                                  left_id=left_id, right_id=right_id)
 
     def explain_job(self, req) -> tuple:
-        """``(version, method, examples, params, seed)`` of an explain request."""
+        """``(version, method, examples, pair arrays, params, seed)`` of an explain request (the pair arrays
+        ``(x_left, x_right, u)`` key the cache)."""
         mv = self.version(req.model)
         sc = self.scorer(mv)
         xl = item_vector(req.left, sc.feature_names, self.catalog, "left")
         xr = item_vector(req.right, sc.feature_names, self.catalog, "right")
-        context_vector(req.context, sc.context_names)
+        u = context_vector(req.context, sc.context_names)
         rid = req.request_id or f"serve-{uuid.uuid4().hex[:12]}"
         ex = self._example(rid, sc, xl, xr, req.context, req.left.id, req.right.id)
-        return mv, req.method, [ex], dict(req.params or {}), req.seed
+        return mv, req.method, [ex], [(xl, xr, u)], dict(req.params or {}), req.seed
 
     @staticmethod
     def methods(name: str) -> dict:
@@ -272,65 +280,177 @@ class ServeState:
                                        rng=np.random.default_rng(self.settings.seed if seed is None else seed),
                                        params=dict(params), budgets=dict(self.budgets))
 
-    async def run_explain(self, job: tuple, field: str = "method") -> list[dict]:
-        """Explanation records of a job under the deadline (504 with what was spent when it passes)."""
-        mv, method, examples, params, seed = job
-        self._explained[mv.name] = time.time()
+    def _explainer(self, mv: ModelVersion, method: str | None, field: str) -> tuple[str, Any]:
+        """``(method, fn)``: the named pair explainer of the version's model, or its default (404 if none)."""
         fns = self.methods(mv.name)
         method = method or self.default_method(mv.name)
         fn = fns.get(method)
         if fn is None:
             raise APIError(404, "unknown_method", f"No pair explanation method {method!r} for model {mv.name!r}; "
                                                   f"available: {sorted(fns)}.", field=field)
-        if not examples:
-            return []
+        return method, fn
+
+    def _cache(self, mv: ModelVersion) -> ExplanationCache:
+        c = mv.cache.get("explanations")
+        if c is None:
+            c = mv.cache.setdefault("explanations", ExplanationCache(self.settings.serve_explain_cache_items))
+        return c
+
+    def _compute(self, mv: ModelVersion, method: str, fn, examples: list, keys: list, params: dict,
+                 seed: int | None, started: dict) -> dict:
+        """In an explanation thread: explain ``examples`` as one batch, validate, cache; ``{key: record}``.
+
+        A capped explainer that stopped early (``extra.unfinished``) explained the first examples only;
+        the others are absent from the result (and answered as missing)."""
+        started["t"] = time.perf_counter()
         ctx = self.explain_context(mv, params, seed)
-        deadline = float(self.settings.serve_explain_deadline_s)
-        state = {"started": None}
-
-        def work():
-            state["started"] = time.perf_counter()
-            return fn(mv.learner, examples, ctx)
-
-        loop = asyncio.get_running_loop()
-        t0 = time.perf_counter()
-        fut = loop.run_in_executor(self.executor, work)
-        try:
-            e = await asyncio.wait_for(fut, timeout=deadline)
-        except asyncio.TimeoutError:
-            now = time.perf_counter()
-            started = state["started"]
-            self.metrics.explanations_skipped.labels(reason="deadline").inc()
-            raise APIError(504, "deadline_exceeded",
-                           f"The {method} explanation of {mv.name} v{mv.version} did not finish within the "
-                           f"{deadline:g} s deadline (serve_explain_deadline_s); lower the budgets "
-                           "(explain_max_coalitions, explain_reference_size) or raise the deadline.",
-                           deadline_s=deadline, elapsed_s=round(now - t0, 6),
-                           queued_s=round((started if started is not None else now) - t0, 6),
-                           computing_s=round(now - started, 6) if started is not None else 0.0,
-                           model=mv.name, version=mv.version, method=method, budgets=dict(self.budgets)) from None
-        except NotFittedError as exc:
-            raise APIError(503, "not_fitted", str(exc), field="model") from None
-        except PrefstreamError as exc:
-            raise APIError(422, "invalid_input", f"{method}: {exc}", field=field) from None
-        dt = time.perf_counter() - t0
-        self.metrics.explanation_latency.labels(method=e.method).observe(dt)
+        e = fn(mv.learner, examples, ctx)
+        self.metrics.explanation_latency.labels(method=e.method).observe(time.perf_counter() - started["t"])
         e.model_name = mv.name
         e.model_version = int(mv.version)
-        records = e.to_records(instance_ids=[x.event_id for x in examples])
-        for rec in records:
+        n = min(e.n_instances, len(examples))
+        records = e.to_records(instance_ids=[x.event_id for x in examples[:n]])
+        cache = self._cache(mv)
+        out = {}
+        for key, rec in zip(keys, records):
             explanation_record_ok(rec)
             if isinstance(rec.get("extra"), dict):
                 rec["extra"].setdefault("origin", "serve")
+            cache.put(key, rec)
+            out[key] = rec
         self.metrics.explanations.labels(method=e.method).inc(len(records))
-        return records
+        return out
+
+    async def _explain_pairs(self, job: tuple, deadline: float, field: str) -> tuple[str, list]:
+        """Explain every pair of ``job`` from the cache or one batch, waiting at most ``deadline`` seconds.
+
+        Returns ``(method, answers)``, one answer per pair in order: a record, or an exception
+        (:class:`asyncio.TimeoutError` with the spent times, ``_Busy``, or what the explainer raised).
+        """
+        mv, method, examples, keys, params, seed = job
+        method, fn = self._explainer(mv, method, field)
+        self._explained.setdefault(mv.name, {})[method] = time.time()
+        seed = self.settings.seed if seed is None else int(seed)
+        keys = [pair_key(method, params, seed, *k) for k in keys]
+        cache = self._cache(mv)
+        hits = [cache.get(k, x.event_id) for k, x in zip(keys, examples)]
+        flying = mv.cache.setdefault("explaining", {})    # key -> the asyncio future of the batch computing it
+        todo = [(k, x) for k, x, h in zip(keys, examples, hits) if h is None and k not in flying]
+        todo = list({k: (k, x) for k, x in todo}.values())   # one pair asked twice in a request is computed once
+        started: dict = {}
+        t0 = time.perf_counter()
+        busy = bool(todo) and self._in_flight >= MAX_IN_FLIGHT
+        if todo and not busy:
+            loop = asyncio.get_running_loop()
+            fut = loop.run_in_executor(self.executor, self._compute, mv, method, fn, [x for _, x in todo],
+                                       [k for k, _ in todo], params, seed, started)
+            self._in_flight += 1
+            for k, _ in todo:
+                flying[k] = fut
+
+            def done(f, ks=[k for k, _ in todo]) -> None:
+                self._in_flight -= 1
+                for k in ks:
+                    if flying.get(k) is f:
+                        del flying[k]
+                if not f.cancelled():
+                    f.exception()   # retrieved: a failure is answered per pair, never logged as unretrieved
+
+            fut.add_done_callback(done)
+        futs = {k: flying[k] for k, h in zip(keys, hits) if h is None and k in flying}   # (they leave flying when done)
+        if futs:
+            await asyncio.wait(set(futs.values()), timeout=deadline)
+        now = time.perf_counter()
+        answers: list = []
+        for k, x, h in zip(keys, examples, hits):
+            if h is not None:
+                answers.append(h)
+                continue
+            f = futs.get(k)
+            rec = None
+            if f is not None and f.done() and not f.cancelled() and f.exception() is None:
+                got = f.result().get(k)   # computed while this request waited
+                rec = None if got is None else {**got, "request_id": x.event_id}
+            if rec is None:
+                rec = cache.get(k, x.event_id)   # finished in the background since (or by a batch just gone)
+            if rec is not None:
+                answers.append(rec)
+            elif busy and f is None:
+                answers.append(_Busy(f"{MAX_IN_FLIGHT} explanation batches are already running or queued"))
+            elif f is not None and f.done() and not f.cancelled() and f.exception() is not None:
+                answers.append(f.exception())
+            elif f is None or not f.done():
+                t = started.get("t")
+                answers.append(asyncio.TimeoutError(
+                    dict(deadline_s=deadline, elapsed_s=round(now - t0, 6),
+                         queued_s=round((t if t is not None else now) - t0, 6),
+                         computing_s=round(now - t, 6) if t is not None else 0.0)))
+            else:
+                answers.append(_Busy("the explainer stopped early within its own budget (extra.unfinished)"))
+        if any(isinstance(a, asyncio.TimeoutError) for a in answers):
+            self.metrics.explanations_skipped.labels(reason="deadline").inc()
+        return method, answers
+
+    async def run_explain(self, job: tuple, field: str = "method") -> list[dict]:
+        """Explanation records of a job under ``serve_explain_deadline_s``: 504 with what was spent when it
+        passes (the computation goes on and lands in the version's cache), 503 / 422 when the explainer
+        refuses."""
+        mv = job[0]
+        deadline = float(self.settings.serve_explain_deadline_s)
+        method, answers = await self._explain_pairs(job, deadline, field)
+        for a in answers:
+            if isinstance(a, asyncio.TimeoutError):
+                raise APIError(504, "deadline_exceeded",
+                               f"The {method} explanation of {mv.name} v{mv.version} did not finish within the "
+                               f"{deadline:g} s deadline (serve_explain_deadline_s); lower the budgets "
+                               "(explain_max_coalitions, explain_reference_size) or raise the deadline.",
+                               **a.args[0], model=mv.name, version=mv.version, method=method,
+                               budgets=dict(self.budgets)) from None
+            if isinstance(a, _Busy):
+                raise APIError(503, "busy", f"The {method} explanation was not started: {a}; retry shortly.",
+                               field=field)
+            if isinstance(a, NotFittedError):
+                raise APIError(503, "not_fitted", str(a), field="model") from None
+            if isinstance(a, PrefstreamError):
+                raise APIError(422, "invalid_input", f"{method}: {a}", field=field) from None
+            if isinstance(a, BaseException):
+                raise a
+        return answers
+
+    async def run_rank_explain(self, job: tuple) -> list[dict]:
+        """The ranking's explanations under ``serve_rank_explain_deadline_s``: a record per pair, or a
+        :func:`~stream.serving.explaining.missing` marker with the reason (never an error status; an
+        unknown method is still a 404)."""
+        mv, _, examples = job[:3]
+        deadline = float(self.settings.serve_rank_explain_deadline_s)
+        method, answers = await self._explain_pairs(job, deadline, "explain")
+        out = []
+        for x, a in zip(examples, answers):
+            if isinstance(a, dict):
+                out.append(a)
+            elif isinstance(a, asyncio.TimeoutError):
+                out.append(missing(x, mv, method, "deadline_exceeded",
+                                   f"not finished within the ranking's {deadline:g} s deadline "
+                                   f"(serve_rank_explain_deadline_s); it goes on and a later ranking finds it "
+                                   f"(spent: {a.args[0]})"))
+            elif isinstance(a, _Busy):
+                out.append(missing(x, mv, method, "busy", str(a)))
+            elif isinstance(a, NotFittedError):
+                out.append(missing(x, mv, method, "not_fitted", str(a)))
+            elif isinstance(a, PrefstreamError):
+                out.append(missing(x, mv, method, "failed", f"{method}: {a}"))
+            else:   # a bug in an explainer: logged with its traceback, the ranking still answers
+                log.error("%s of %s v%d failed", method, mv.name, mv.version, exc_info=a)
+                out.append(missing(x, mv, method, "failed", f"{type(a).__name__}: {a}"))
+        return out
 
     def _warm(self, mv: ModelVersion) -> None:
-        """After a swap: build the new version's scorer and run its default explainer once on two catalog
-        items, in a background thread, so that the first requests find the per-snapshot work done
-        (Pref-SHAP's kernel blocks take seconds). Only the newest version of each model is warmed, and
-        only for models asked for an explanation in the last :data:`WARM_WINDOW_S` seconds."""
-        if time.time() - self._explained.get(mv.name, -1e18) > WARM_WINDOW_S:
+        """After a swap: build the new version's scorer and run each explainer asked for in the last
+        :data:`WARM_WINDOW_S` seconds once on two catalog items, in a background thread, so that the
+        first requests find the per-snapshot work done (Pref-SHAP's kernel blocks take seconds). Only
+        the newest version of each model is warmed, and only models asked for an explanation lately."""
+        now = time.time()
+        if not any(now - t <= WARM_WINDOW_S for t in self._explained.get(mv.name, {}).values()):
             return   # nobody asked this model for explanations lately: no warm-up work
         self._warm_latest[mv.name] = mv
         self._warmer.submit(self._warm_now, mv.name)
@@ -339,20 +459,23 @@ class ServeState:
         mv = self._warm_latest.pop(name, None)
         if mv is None or self.live.get(name) is not mv:
             return   # a newer version came (and is queued) or this one is gone
-        try:
-            sc = self.scorer(mv)
-            method = self.default_method(name)
+        now = time.time()
+        for method, t in sorted(self._explained.get(name, {}).items()):
             fn = self.methods(name).get(method)
-            ids = [i for i, _ in zip(self.catalog._row, range(2))]   # noqa: SLF001 - two catalog ids
-            if fn is None or len(ids) < 2:
-                return
-            X, _, missing, unknown = self.catalog.gather(ids, sc.feature_names)
-            if missing or unknown or sc.context_names:
-                return   # a context model has no context to warm with
-            ex = self._example("warm-up", sc, X[0], X[1], None)
-            fn(mv.learner, [ex], self.explain_context(mv, {}, None))
-        except Exception as exc:  # noqa: BLE001 - warming is best effort
-            log.debug("warming %s v%d failed: %s", name, mv.version, exc)
+            if fn is None or now - t > WARM_WINDOW_S:
+                continue
+            try:
+                sc = self.scorer(mv)
+                ids = [i for i, _ in zip(self.catalog._row, range(2))]   # noqa: SLF001 - two catalog ids
+                if len(ids) < 2:
+                    return
+                X, _, missing_, unknown = self.catalog.gather(ids, sc.feature_names)
+                if missing_ or unknown or sc.context_names:
+                    return   # a context model has no context to warm with
+                ex = self._example("warm-up", sc, X[0], X[1], None)
+                fn(mv.learner, [ex], self.explain_context(mv, {}, None))
+            except Exception as exc:  # noqa: BLE001 - warming is best effort
+                log.debug("warming %s of %s v%d failed: %s", method, name, mv.version, exc)
 
     # ------------------------------------------------------------------ inventory
     def models(self) -> dict:

@@ -22,7 +22,7 @@ async def rank(request: Request):
     st = request.app.state.serve
     out, job = st.rank(await rank_body(request))
     if job is not None:
-        out["explanations"] = await st.run_explain(job, field="explain")
+        out["explanations"] = await st.run_rank_explain(job)
     return JSONBody(out)
 
 
