@@ -56,8 +56,7 @@ def create_app(settings, state: ServeState | None = None, follow: bool = True) -
 
     @asynccontextmanager
     async def lifespan(app):
-        if follow:
-            await st.start()
+        await st.start(follow=follow)
         try:
             yield
         finally:
@@ -82,7 +81,9 @@ def create_app(settings, state: ServeState | None = None, follow: bool = True) -
     @api.exception_handler(StarletteHTTPException)
     async def _http(request, exc: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONBody(error_body(code, f"{request.method} {request.url.path}: {exc.detail}."), status_code=exc.status_code)
+        # the exception's headers travel (a 405 carries Starlette's ``Allow``, RFC 9110 §15.5.6)
+        return JSONBody(error_body(code, f"{request.method} {request.url.path}: {exc.detail}."), status_code=exc.status_code,
+                        headers=getattr(exc, "headers", None))
 
     @api.exception_handler(Exception)
     async def _unexpected(request, exc: Exception):   # a bug: logged with its traceback, answered in one line

@@ -68,10 +68,8 @@ class ServeState:
         self.budgets = {"exact_players": int(settings.explain_exact_players),
                         "max_coalitions": int(settings.explain_max_coalitions),
                         "reference_size": int(settings.explain_reference_size)}
-        self.executor = ThreadPoolExecutor(max_workers=settings.serve_explain_threads,
-                                           thread_name_prefix="prefstream-serve-explain")
         self.followers: list = []
-        self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-warm")
+        self._pools()
         self._warm_latest: dict[str, ModelVersion] = {}
         #: model -> {method: last time it was asked to explain} (what a new version warms)
         self._explained: dict[str, dict[str, float]] = {}
@@ -83,10 +81,22 @@ class ServeState:
         self.published: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> None:
-        """Start following the model and item topics (from the beginning, no consumer group)."""
+    def _pools(self) -> None:
+        """The explanation and warm-up thread pools (made again by a start after a stop)."""
+        self.executor = ThreadPoolExecutor(max_workers=self.settings.serve_explain_threads,
+                                           thread_name_prefix="prefstream-serve-explain")
+        self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-warm")
+        self._stopped = False
+
+    async def start(self, follow: bool = True) -> None:
+        """Start following the model and item topics (from the beginning, no consumer group); ``follow=False``
+        only readies the thread pools (a state fed by hand, as the tests do)."""
         from stream.workers.follower import TopicFollower
 
+        if self._stopped:
+            self._pools()
+        if not follow:
+            return
         s = self.settings
         # snapshots are decoded, loaded (torch imported on the first GPM) and merged in one thread, in
         # topic order, so that the event loop keeps answering; the swap itself is one assignment
@@ -112,6 +122,7 @@ class ServeState:
                 pass
         self.executor.shutdown(wait=False, cancel_futures=True)
         self._warmer.shutdown(wait=False, cancel_futures=True)
+        self._stopped = True
         if self._loader is not None:
             self._loader.shutdown(wait=False, cancel_futures=True)
 
