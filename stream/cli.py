@@ -141,6 +141,7 @@ def topics_create(config: Optional[str] = ConfigOpt, bootstrap: Optional[str] = 
         "prefstream.items": s.topic_items, "prefstream.models": s.topic_models,
         "prefstream.explain-requests": s.topic_explain_requests, "prefstream.explanations": s.topic_explanations,
         "prefstream.dead-letters": s.topic_dead_letters, "prefstream.drift": s.topic_drift,
+        "prefstream.people": s.topic_people,
     }
     specs = {names.get(k, k): v for k, v in TOPICS.items()}
     _require_broker(s)
@@ -186,7 +187,10 @@ def worker_learn(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _require_broker(s)
-    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models])
+    from stream.workers.learner import personal_models
+
+    people = [s.topic_people] if personal_models(s) else []
+    _require_topics(s, [s.topic_preferences, s.topic_clicks, s.topic_items, s.topic_models, *people])
     with _metrics_port_errors():
         code = run_learner(s, dedupe_window=dedupe_window)
     raise typer.Exit(code)
@@ -258,6 +262,8 @@ def replay_cmd(
     kind: str = typer.Option("preference", "--kind", help="preference, click or item."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Destination (default: the settings' topic for the kind)."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Events per second (default: as fast as possible)."),
+    key: str = typer.Option("event", "--key", help="Record key: event (the record's id) or user (its user_id, "
+                                                   "so one person's events stay on one partition, in order)."),
     config: Optional[str] = ConfigOpt,
     bootstrap: Optional[str] = BootstrapOpt,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
@@ -273,6 +279,9 @@ def replay_cmd(
     if dest is None:
         typer.echo(f"error: --kind must be preference, click or item; got {kind!r}.", err=True)
         raise typer.Exit(2)
+    if key not in ("event", "user"):
+        typer.echo(f"error: --key must be event or user; got {key!r}.", err=True)
+        raise typer.Exit(2)
     if rate is not None and not (math.isfinite(rate) and rate > 0):
         typer.echo(f"error: --rate must be a positive number of events per second (omit it for as fast as "
                    f"possible); got {rate:g}.", err=True)
@@ -281,7 +290,8 @@ def replay_cmd(
     opts = {**s.kafka_client_options(), **s.producer_options()}
     opts.pop("bootstrap_servers", None)
     try:
-        res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts)
+        res = replay(file, s.bootstrap_servers, dest, rate=rate, kind=kind, progress=progress, client_options=opts,
+                     key=key)
     except PrefstreamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -303,6 +313,28 @@ def replay_cmd(
         typer.echo(f"error: no records in {file}." if res.skipped == 0 else
                    f"error: nothing sent: all {res.skipped} records of {file} were skipped (reasons above).", err=True)
         raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------ forget
+@app.command("forget")
+def forget_cmd(
+    user_id: str = typer.Argument(..., help="The person to forget (the user_id of their events)."),
+    config: Optional[str] = ConfigOpt,
+    bootstrap: Optional[str] = BootstrapOpt,
+    set_: Optional[List[str]] = SetOpt,
+):
+    """Forget a person: the learners drop their state and tombstone them on the people changelog (docs/personal.md)."""
+    from stream.forget import send_forget
+
+    s = _settings(config, {"bootstrap_servers": bootstrap, **_parse_sets(set_)})
+    _require_broker(s)
+    try:
+        request_id, parts = send_forget(s, user_id)
+    except PrefstreamError as exc:
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"forget requested: user_id={user_id} request_id={request_id} partitions={parts} "
+               f"topic={s.topic_preferences}")
 
 
 # ------------------------------------------------------------------------------ tail

@@ -56,6 +56,16 @@ name                                             type       labels              
 ``prefstream_model_snapshot_age_seconds``        gauge      model                 now − newest loaded snapshot's created_at
 ``prefstream_serve_requests_total``              counter    endpoint, status      HTTP requests answered by prefstream serve
 ``prefstream_serve_request_latency_seconds``     histogram  endpoint              one HTTP request, received → answered
+``prefstream_people_held``                       gauge      model                 people of a personal model in memory
+``prefstream_predictions_total``                 counter    model, personalized   predictions of a personal model, by
+                                                                                  whether the person was held (true/false)
+``prefstream_people_changelog_lag``              gauge      model                 people whose latest state is not yet on
+                                                                                  the changelog (learned since the round)
+``prefstream_people_changelog_records_total``    counter    model, kind           changelog records delivered (state or
+                                                                                  tombstone)
+``prefstream_people_restored_total``             counter    model                 person records restored from the changelog
+``prefstream_people_evicted_total``              counter    model                 people evicted from memory (TTL, budget)
+``prefstream_people_forgotten_total``            counter    model                 people forgotten (forget records)
 ===============================================  =========  ====================  =====================================
 
 Histogram buckets, in seconds, chosen for what each one times:
@@ -163,6 +173,13 @@ METRIC_TYPES = {
     "prefstream_model_snapshot_age_seconds": "gauge",
     "prefstream_serve_requests_total": "counter",
     "prefstream_serve_request_latency_seconds": "histogram",
+    "prefstream_people_held": "gauge",
+    "prefstream_predictions_total": "counter",
+    "prefstream_people_changelog_lag": "gauge",
+    "prefstream_people_changelog_records_total": "counter",
+    "prefstream_people_restored_total": "counter",
+    "prefstream_people_evicted_total": "counter",
+    "prefstream_people_forgotten_total": "counter",
 }
 #: Full names of every metric built here (the keys of :data:`METRIC_TYPES`).
 METRIC_NAMES = tuple(METRIC_TYPES)
@@ -213,6 +230,13 @@ class Metrics:
     model_snapshot_age: Gauge
     serve_requests: Counter
     serve_latency: Histogram
+    people_held: Gauge
+    predictions: Counter
+    people_changelog_lag: Gauge
+    people_changelog_records: Counter
+    people_restored: Counter
+    people_evicted: Counter
+    people_forgotten: Counter
 
 
 def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "prefstream") -> Metrics:
@@ -328,6 +352,20 @@ def build_metrics(registry: CollectorRegistry | None = None, prefix: str = "pref
         serve_requests=c("serve_requests", "HTTP requests answered by prefstream serve.", ["endpoint", "status"]),
         serve_latency=h("serve_request_latency_seconds", "Seconds per HTTP request of prefstream serve (received to "
                         "answered).", ["endpoint"], SERVE_BUCKETS),
+        people_held=g("people_held", "People of a personal model held in memory (the rest are in the store and the "
+                      "changelog).", ["model"]),
+        predictions=c("predictions", "Predictions of a personal model, by whether the person was held with a learned "
+                      "deviation (personalized=true) or scored by the population (false).", ["model", "personalized"]),
+        people_changelog_lag=g("people_changelog_lag", "People whose latest learned state is not yet on the "
+                               "prefstream.people changelog (written at the next snapshot round).", ["model"]),
+        people_changelog_records=c("people_changelog_records", "Records delivered to the prefstream.people changelog: "
+                                   "kind=state (a person's state) or tombstone (a forgotten person).", ["model", "kind"]),
+        people_restored=c("people_restored", "Person records restored from the changelog into the worker's store on "
+                          "an assignment.", ["model"]),
+        people_evicted=c("people_evicted", "People evicted from memory (idle past people_ttl_seconds or beyond "
+                         "people_memory_bytes); they come back from the store on their next event.", ["model"]),
+        people_forgotten=c("people_forgotten", "People forgotten by a forget record (state, store entry and "
+                           "changelog record removed).", ["model"]),
     )
 
 

@@ -13,6 +13,10 @@ cgpm       :class:`learners.refit.RefittingCGPM`            pref-shap, pref-shap
            :mod:`stream.plugins.gpm`                       distributional-bernoulli
 linear-bt  :class:`learners.linear.LinearBT`                linear-shapley
            :mod:`stream.plugins.linear`
+capacity-  :class:`learners.capacity_personal.CapacityPersonal`  per-person capacity Shapley and
+personal   :mod:`stream.plugins.personal`                  interaction indices (docs/personal.md)
+linear-bt- :class:`learners.linear_personal.LinearBTPersonal`
+personal   :mod:`stream.plugins.personal`
 =========  ==============================================  =========================================
 
 This is the only module that both imports :mod:`stream.registry` and names a built-in; the
@@ -54,6 +58,7 @@ from stream import registry
 from stream.plugins import capacity as _cap
 from stream.plugins import gpm as _gpm
 from stream.plugins import linear as _lin
+from stream.plugins import personal as _per
 from stream.plugins.gpm_merge import merge_gpm
 # the player grouping the explainers use, under the names this module gave it before the split
 from stream.plugins.groups import feature_groups  # noqa: F401
@@ -69,6 +74,8 @@ BUILTIN_MODELS = {
     "capacity": (_cap.capacity_factory, _cap.capacity_loader, _cap.merge_capacity),
     "gpm": (_gpm.gpm_factory, _gpm.gpm_loader, merge_gpm),
     "cgpm": (_gpm.cgpm_factory, _gpm.gpm_loader, merge_gpm),
+    "capacity-personal": (_per.capacity_personal_factory, _per.personal_loader, _per.merge_personal),
+    "linear-bt-personal": (_per.linear_personal_factory, _per.personal_loader, _per.merge_personal),
 }
 
 #: model → {method: explainer}

@@ -20,7 +20,7 @@ CSV (``.csv``, header row required), per ``kind``:
 ``preference``
     ``event_id`` (optional), ``timestamp`` (optional; unix seconds or ISO-8601), ``outcome``
     (required: ``1``, ``-1``, ``0``), ``weight`` (optional), ``left_id`` / ``right_id``
-    (optional), and feature columns ``left.<feature>``, ``right.<feature>``,
+    (optional), ``user_id`` (optional: the person, for personal models), and feature columns ``left.<feature>``, ``right.<feature>``,
     ``context.<feature>``. A side whose feature cells are all empty is sent as an id reference
     (``{"id": left_id}``), otherwise all its cells must be numbers (inline features; the id rides
     along). Context cells: all empty (no context) or all numbers.
@@ -244,6 +244,8 @@ def _csv_record(row: dict, kind: str, line: int, stem: str, now: float) -> dict:
             rec["context"] = ctx
         if (row.get("weight") or "").strip():
             rec["weight"] = _num(row["weight"], "weight")
+        if (row.get("user_id") or "").strip():
+            rec["user_id"] = row["user_id"].strip()
         return rec
     if kind == "click":
         sid = (row.get("session_id") or "").strip()
@@ -357,8 +359,9 @@ def _check_header(p: Path, kind: str) -> None:
                             f"(line 1) has {shown}.{hint}")
 
 
-def _iter_chunks(path: str | Path, kind: str) -> Iterator[Chunk]:
-    """The file as :class:`~stream.adapters.record_bytes.Chunk` s: records encoded, skipped lines with their reasons."""
+def _iter_chunks(path: str | Path, kind: str, key: str = "event") -> Iterator[Chunk]:
+    """The file as :class:`~stream.adapters.record_bytes.Chunk` s: records encoded, skipped lines with their reasons
+    (``key="user"``: records with a ``user_id`` are keyed by it)."""
     check_param("iter_records", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
     p = Path(path)
     if not p.is_file():
@@ -368,16 +371,17 @@ def _iter_chunks(path: str | Path, kind: str) -> Iterator[Chunk]:
         from stream.adapters.record_bytes import preference_chunks
 
         now = time.time()
-        fast = preference_chunks(p, p.stem, now, lambda row, line: _checked(_csv_record, row, kind, line, p.stem, now))
+        fast = preference_chunks(p, p.stem, now, lambda row, line: _checked(_csv_record, row, kind, line, p.stem, now),
+                                 user_key=key == "user")
         if fast is not None:
             yield from fast
             return
-    chunk = Chunk(_KEY_FIELD[kind])
+    chunk = Chunk(_KEY_FIELD[kind], key == "user")
     for line, rec, why in _iter_rows(p, kind):
         chunk.add(line, rec, why)
         if len(chunk) >= _CHUNK_RECORDS:
             yield chunk
-            chunk = Chunk(_KEY_FIELD[kind])
+            chunk = Chunk(_KEY_FIELD[kind], key == "user")
     if len(chunk):
         yield chunk
 
@@ -478,7 +482,7 @@ def _count_lines(path: Path) -> int | None:
 # ---------------------------------------------------------------------------- sending
 def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float | None = None,
            kind: str = "preference", progress: bool = True, client_options: dict | None = None,
-           max_report: int = 20) -> ReplayResult:
+           max_report: int = 20, key: str = "event") -> ReplayResult:
     """Send every valid record of ``path`` to ``topic`` and wait until the broker acknowledged them.
 
     Parameters
@@ -504,6 +508,10 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
         ``linger_ms=20``, ``batch_size=1 MiB``, no compression.
     max_report : int, default 20
         Skipped lines printed to stderr when ``progress`` is true.
+    key : {"event", "user"}, default "event"
+        The Kafka key: the record's ``event_id`` / ``session_id`` / ``item_id``, or with ``"user"``
+        its ``user_id`` where it has one (a person's events then land on one partition, in order;
+        records without a ``user_id`` keep their id).
 
     Returns
     -------
@@ -529,6 +537,7 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     from stream.broker.producer import Sender
 
     check_param("replay", "kind", kind, kind in _KINDS, f"one of {_KINDS}")
+    check_param("replay", "key", key, key in ("event", "user"), "'event' or 'user'")
     if rate is not None:
         check_param("replay", "rate", rate, isinstance(rate, (int, float)) and not isinstance(rate, bool)
                     and math.isfinite(rate) and rate > 0, "a float in the range (0, inf) or None")
@@ -564,7 +573,7 @@ def replay(path: str | Path, bootstrap: str | list[str], topic: str, rate: float
     bucket = TokenBucket(rate) if rate is not None else None
     t0 = time.perf_counter()
     try:
-        for chunk in _iter_chunks(p, kind):
+        for chunk in _iter_chunks(p, kind, key):
             for line, why in chunk.skipped:
                 res.skipped += 1
                 if len(res.skipped_lines) < _MAX_REPORTED:

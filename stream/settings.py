@@ -107,6 +107,8 @@ class Settings:
     topic_explanations: str = _f("prefstream.explanations", "Explanation records out (key request id).", "str")
     topic_dead_letters: str = _f("prefstream.dead-letters", "Dead-letter records out.", "str")
     topic_drift: str = _f("prefstream.drift", "Drift records out (drift.v1.json, key model name; stream.monitoring.monitor).", "str")
+    topic_people: str = _f("prefstream.people", "Per-person state of the personal models, compacted (key "
+                           "<model>@<user_id>, a tombstone when forgotten; stream.contract.people).", "str")
     consumer_group: str = _f("prefstream-learner", "Consumer group id of the learner workers.", "str")
     # ----------------------------------------------------------------------- models
     models: list = _f(None, "Models the learner trains (model_name values).", "list", factory=lambda: ["linear-bt"])
@@ -123,6 +125,15 @@ class Settings:
                                      "seconds (catch-up: fewer, larger rounds; 0 = every snapshot_every_events; "
                                      "`prefstream run` always snapshots by count).",
                                      "float", lo=0)
+    # ------------------------------------------------------- people (personal models; docs/personal.md)
+    people_ttl_seconds: float = _f(3600.0, "A person of a personal model idle this long leaves the learner's memory "
+                                   "(after a snapshot round wrote their state to the changelog); they come back from "
+                                   "the worker's store on their next event.", "float", lo=0, lo_open=True)
+    people_memory_bytes: int = _f(1_073_741_824, "Budget of the people a learner worker holds in memory, over all "
+                                  "personal models and partitions (estimated from their record size); beyond it the "
+                                  "least recently seen leave memory after the next round.", "int", lo=1024)
+    people_store_cache_bytes: int = _f(67_108_864, "Block cache of the learner worker's local person store "
+                                       "(RocksDB, under state_dir).", "int", lo=1_048_576)
     # ------------------------------------------------------------------ micro-batches
     batch_max_events: int = _f(500, "Learner micro-batch: learn at most this many messages at once.", "int", lo=1)
     batch_max_ms: float = _f(50.0, "...or what arrived within this many ms of the batch's first message.", "float",

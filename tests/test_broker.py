@@ -67,6 +67,7 @@ def test_standard_topics_table():
         "prefstream.explanations": (3, {}),
         "prefstream.dead-letters": (1, {}),
         "prefstream.drift": (1, {}),
+        "prefstream.people": (3, {"cleanup.policy": "compact"}),
     }
     assert {n: (s.partitions, dict(s.config)) for n, s in TOPICS.items()} == expected
     assert MODEL_SNAPSHOT_MAX_BYTES == 8 * 1024 * 1024

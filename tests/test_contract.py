@@ -616,7 +616,7 @@ def test_docs_examples_follow_the_contract():
     examples = _doc_examples()
     kinds = {k for k, _ in examples}
     assert {"preference", "item", "click_session", "explanation", "dead_letter", "model_snapshot",
-            "explain_request"} <= kinds
+            "explain_request", "forget"} <= kinds
     cat = ItemCatalog()
     for kind, body in examples:
         if kind == "item":
@@ -633,6 +633,10 @@ def test_docs_examples_follow_the_contract():
             parse_explain_request(body.encode(), cat)
         elif kind in ("dead_letter", "model_snapshot"):
             assert not list(C.validator(kind).iter_errors(doc))
+        elif kind == "forget":
+            from stream.contract.people import forget_user
+
+            assert forget_user(body.encode()) == doc["user_id"]
 
 
 # --------------------------------------------------------- through the real broker

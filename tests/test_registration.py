@@ -59,7 +59,7 @@ def test_an_explicit_replace_after_the_builtins_stays():
         stream.load_builtins()   # idempotent: the explicit replacement stays
         print(registry.get_model("capacity").factory is mine, sorted(registry.models()))
     """)
-    assert out == "True ['capacity', 'cgpm', 'gpm', 'linear-bt']"
+    assert out == "True ['capacity', 'capacity-personal', 'cgpm', 'gpm', 'linear-bt', 'linear-bt-personal']"
 
 
 def _capacity(constraints=(), seed=0, n=40):

@@ -217,6 +217,38 @@ def build() -> dict:
             [target(f"max by (model) (prefstream_capacity_regret_proxy{{{M}}})", "{{model}}", "A")],
             "none", description="prefstream_capacity_regret_proxy.")
 
+    L.row("People (personal models: memory, store, changelog prefstream.people)")
+    L.panel("People held in memory",
+            [target(f"sum by (model) (prefstream_people_held{{{M}}})", "{{model}}", "A")],
+            "short", minv=0, description="People of a personal model in the learners' memory, summed over workers "
+            "(prefstream_people_held); the others are in each worker's store and on the changelog, and come back "
+            "on their next event.")
+    L.panel("Personalized share of predictions",
+            [target(f'sum by (model) (rate(prefstream_predictions_total{{{M}, personalized="true"}}[{RI}])) / '
+                    f"clamp_min(sum by (model) (rate(prefstream_predictions_total{{{M}}}[{RI}])), 1e-9)",
+                    "{{model}}", "A")],
+            "percentunit", minv=0, maxv=1, description="Predictions of a personal model made with the person's own "
+            "deviation, over all its predictions (prefstream_predictions_total{personalized}); the rest were "
+            "scored by the population (no user, a person never seen, or forgotten).")
+    L.panel("Changelog lag (people not yet on prefstream.people)",
+            [target(f"sum by (model) (prefstream_people_changelog_lag{{{M}}})", "{{model}}", "A")],
+            "short", minv=0, description="People whose latest learned state (or forget) is not yet on the changelog: "
+            "written by the next snapshot round, before the offsets are committed "
+            "(prefstream_people_changelog_lag).")
+    L.panel("Changelog records / s (states, tombstones)",
+            [target(f"sum by (model, kind) (rate(prefstream_people_changelog_records_total{{{M}}}[{RI}]))",
+                    "{{model}} {{kind}}", "A")],
+            "ops", description="Records delivered to prefstream.people: states of the people touched per round, "
+            "tombstones of forgotten people (prefstream_people_changelog_records_total).")
+    L.panel("People evicted, restored and forgotten / s",
+            [target(f"sum by (model) (rate(prefstream_people_evicted_total{{{M}}}[{RI}]))", "{{model}} evicted", "A"),
+             target(f"sum by (model) (rate(prefstream_people_restored_total{{{M}}}[{RI}]))", "{{model}} restored", "B"),
+             target(f"sum by (model) (rate(prefstream_people_forgotten_total{{{M}}}[{RI}]))", "{{model}} forgotten",
+                    "C")],
+            "ops", w=16, description="Evicted from memory past people_ttl_seconds or people_memory_bytes "
+            "(prefstream_people_evicted_total), restored from the changelog on an assignment "
+            "(prefstream_people_restored_total), forgotten by prefstream forget (prefstream_people_forgotten_total).")
+
     L.row("Serve (prefstream serve: HTTP rank / compare / explain on the live models)")
     L.panel("HTTP requests / s by endpoint and status",
             [target(f"sum by (endpoint, status) (rate(prefstream_serve_requests_total[{RI}]))",

@@ -59,7 +59,7 @@ _PER_KEY = 8
 _PREFIX = 32
 _BLANK = (b"\n", b"\r\n")
 _MAX_ID = 512
-_SCALARS = ("event_id", "timestamp", "outcome", "weight", "left_id", "right_id")
+_SCALARS = ("event_id", "timestamp", "outcome", "weight", "left_id", "right_id", "user_id")
 
 
 def encode_record(rec: Any) -> bytes:
@@ -138,6 +138,9 @@ class Chunk:
     ----------
     key_field : str
         The record field that is the Kafka key (``event_id``, ``session_id``, ``item_id``).
+    user_key : bool
+        Key a record that has a ``user_id`` by it instead (``prefstream replay --key user``: one
+        person's events go to one partition, in order); records without one keep ``key_field``.
     lines : list of int
         Line number of each record (1-based; a CSV header is line 1), increasing.
     keys, values : list of bytes
@@ -151,6 +154,7 @@ class Chunk:
     """
 
     key_field: str
+    user_key: bool = False
     lines: list = field(default_factory=list)
     keys: list = field(default_factory=list)
     values: list = field(default_factory=list)
@@ -164,7 +168,7 @@ class Chunk:
             return
         self.objs[len(self.values)] = rec
         self.lines.append(line)
-        key = str(rec[self.key_field])
+        key = str(rec.get("user_id") or rec[self.key_field]) if self.user_key else str(rec[self.key_field])
         try:  # a key read from a file that is not UTF-8 gets its bytes back
             self.keys.append(key.encode("utf-8", "surrogateescape"))
         except UnicodeEncodeError:  # a lone surrogate from a JSON escape (\ud800)
@@ -196,6 +200,7 @@ class _Plan:
         cols = {g: [i for i, c in enumerate(fields) if c.startswith(g + ".")] for g in ("left", "right", "context")}
         self.names = {g: [fields[i][len(g) + 1:] for i in ix] for g, ix in cols.items()}
         self.has_weight = "weight" in fields
+        self.has_user = "user_id" in fields
         # the feature runs in header order; one run per group when its columns are consecutive
         self.runs = [(g, len(cols[g])) for _, g in sorted((ix[0], g) for g, ix in cols.items() if ix)]
         region = [i for g, _ in self.runs for i in cols[g]]
@@ -226,6 +231,8 @@ class _Plan:
             rec["context"] = dict.fromkeys(self.names["context"], 0.0)
         if self.has_weight:
             rec["weight"] = 1.0
+        if self.has_user:
+            rec["user_id"] = "x"
         return rec
 
 
@@ -242,7 +249,8 @@ def _plan_for(fields: list[str]) -> _Plan | None:
     return plan
 
 
-def preference_chunks(path: str | Path, stem: str, now: float, row_path: Callable) -> Iterator[Chunk] | None:
+def preference_chunks(path: str | Path, stem: str, now: float, row_path: Callable,
+                      user_key: bool = False) -> Iterator[Chunk] | None:
     """The :class:`Chunk` s of a preference CSV, with the row path's lines, records and reasons.
 
     Parameters
@@ -255,6 +263,8 @@ def preference_chunks(path: str | Path, stem: str, now: float, row_path: Callabl
     row_path : callable
         ``row_path(row: dict, line: int) -> (record or None, reason or None)``: the row path
         (``csv.DictReader`` row in, record checked by the contract out).
+    user_key : bool, default False
+        Kafka key = the row's ``user_id`` where it has one (:class:`Chunk`).
 
     Returns
     -------
@@ -272,7 +282,7 @@ def preference_chunks(path: str | Path, stem: str, now: float, row_path: Callabl
     plan = _plan_for([c.strip() for c in fields])
     if plan is None:
         return None
-    return _chunks(p, plan, len(head), _Encoder(plan, stem, now), row_path)
+    return _chunks(p, plan, len(head), _Encoder(plan, stem, now, user_key), row_path)
 
 
 def _slow(text: str, fields: list[str], first_line: int, row_path, chunk: Chunk) -> None:
@@ -292,7 +302,7 @@ def _chunks(p: Path, plan: _Plan, offset: int, enc: "_Encoder", row_path) -> Ite
             lines = fh.readlines(CHUNK_BYTES)
             if not lines:
                 return
-            chunk = Chunk("event_id")
+            chunk = Chunk("event_id", enc.user_key)
             data = b"".join(lines)
             if b'"' in data or data.count(b"\r") != data.count(b"\r\n"):
                 fh.seek(pos)  # the csv module reads the rest (quoted cells may span lines)
@@ -303,7 +313,7 @@ def _chunks(p: Path, plan: _Plan, offset: int, enc: "_Encoder", row_path) -> Ite
                     chunk.add(line, *row_path(row, line))
                     if len(chunk) >= 4096:
                         yield chunk
-                        chunk = Chunk("event_id")
+                        chunk = Chunk("event_id", enc.user_key)
                 yield chunk
                 return
             slow = enc.encode(lines, line0, chunk)
@@ -330,10 +340,10 @@ def _sort(chunk: Chunk) -> None:
 class _Encoder:
     """Rows → record bytes, with the side fragments cached across chunks (see the module docstring)."""
 
-    def __init__(self, plan: _Plan, stem: str, now: float) -> None:
+    def __init__(self, plan: _Plan, stem: str, now: float, user_key: bool = False) -> None:
         import orjson
 
-        self.plan, self.stem = plan, stem
+        self.plan, self.stem, self.user_key = plan, stem, user_key
         self.now_json = orjson.dumps(now)
         self.outcomes = {b"1": b"1", b"-1": b"-1", b"0": b"0"}
         self.runs = {g: {} for g, _ in plan.runs}  # group -> {lookup key: [(run bytes + ",", fragment)]}
@@ -426,7 +436,8 @@ class _Encoder:
         dumps, join, inf = orjson.dumps, b"".join, float("inf")
         ncomma, blocked, prefix, suffix = plan.ncomma, plan.blocked, plan.prefix, plan.suffix
         region_cols = plan.region if not blocked else None
-        p_eid, p_ts, p_out, p_w, p_lid, p_rid = (plan.pos[c] for c in _SCALARS)
+        p_eid, p_ts, p_out, p_w, p_lid, p_rid, p_uid = (plan.pos[c] for c in _SCALARS)
+        user_key = self.user_key
         slot = {"left": 0, "right": 1, "context": 2}
         id_at = {"left": p_lid, "right": p_rid, "context": plan.width}  # the context has no id: the empty cell
         runs = [(slot[g], g, n, self.runs[g], plan.id_of[g], id_at[g]) for g, n in plan.runs]
@@ -494,6 +505,18 @@ class _Encoder:
                     slow.append(i)
                     continue
                 wj = b',"weight":' + dumps(w)
+            uj = b""
+            uc = parts[p_uid]
+            if uc:
+                u = self._id(uc)
+                if u is None:
+                    slow.append(i)
+                    continue
+                try:
+                    uj = b',"user_id":' + dumps(u)
+                except orjson.JSONEncodeError:
+                    slow.append(i)
+                    continue
             # the feature runs, in header order
             off, fr = 0, [None, None, b""]
             for k, g, n, cache, by_id, rid_at in runs:
@@ -518,8 +541,8 @@ class _Encoder:
                 slow.append(i)
                 continue
             lines_out.append(line0 + i)
-            keys.append(key)
+            keys.append(uc if user_key and uc else key)
             values.append(join((b'{"schema_version":1,"event_id":', ej, b',"timestamp":', tj, b',"left":', left,
-                                b',"right":', right, b',"outcome":', oj, context, wj,
+                                b',"right":', right, b',"outcome":', oj, context, wj, uj,
                                 b"}")))
         return slow

@@ -24,6 +24,7 @@ TOPIC_EXPLAIN_REQUESTS = "prefstream.explain-requests"
 TOPIC_EXPLANATIONS = "prefstream.explanations"
 TOPIC_DEAD_LETTERS = "prefstream.dead-letters"
 TOPIC_DRIFT = "prefstream.drift"
+TOPIC_PEOPLE = "prefstream.people"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ TOPICS: dict[str, TopicSpec] = {
     TOPIC_EXPLANATIONS: TopicSpec(3),
     TOPIC_DEAD_LETTERS: TopicSpec(1),
     TOPIC_DRIFT: TopicSpec(1),  # drift.v1 records of stream.monitoring.monitor
+    # per-person state (stream.contract.people), key <model>@<user_id>: a person record goes to the partition of
+    # its input partition's number, so as many partitions as the preference topic (docs/personal.md)
+    TOPIC_PEOPLE: TopicSpec(3, {"cleanup.policy": "compact"}),
 }
 
 def _as_spec(name: str, value: Any, partitions: int | Mapping[str, int] | None) -> TopicSpec:

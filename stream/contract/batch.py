@@ -162,7 +162,7 @@ def _names_ok(names: tuple) -> bool:
 
 
 def _shape(d: Any):
-    """``(event_id, timestamp, outcome, names, left, right, context, left_id, right_id)`` of an event of
+    """``(event_id, timestamp, outcome, names, left, right, context, left_id, right_id, user_id)`` of an event of
     the common shape (``left`` / ``right`` / ``context``: the feature dicts; context None when absent),
     or None."""
     if type(d) is not dict or not (d.keys() <= _PREF_KEYS):
@@ -191,7 +191,10 @@ def _shape(d: Any):
         c = d["context"]
         if type(c) is not dict or (c and not _names_ok(tuple(c))):
             return None
-    return eid, ts, o, names, fl, fr, c, lid, rid
+    u = d.get("user_id")
+    if u is not None and (type(u) is not str or not 0 < len(u) <= 512) or (u is None and "user_id" in d):
+        return None
+    return eid, ts, o, names, fl, fr, c, lid, rid, u
 
 
 class _Block:
@@ -223,13 +226,13 @@ class RowExample:
     """
 
     __slots__ = ("_left", "_right", "block", "context", "event_id", "left_id", "outcome", "raw_left", "raw_right",
-                 "right_id", "row", "timestamp", "weight")
+                 "right_id", "row", "timestamp", "user_id", "weight")
 
     def __init__(self, event_id, timestamp, outcome, context, weight, left_id, right_id, raw_left, raw_right, block,
-                 row):
+                 row, user_id=None):
         self.event_id, self.timestamp, self.outcome, self.context, self.weight = event_id, timestamp, outcome, context, weight
         self.left_id, self.right_id, self.raw_left, self.raw_right = left_id, right_id, raw_left, raw_right
-        self.block, self.row = block, row
+        self.block, self.row, self.user_id = block, row, user_id
         self._left = self._right = None
 
     @property
@@ -247,7 +250,7 @@ class RowExample:
     def example(self) -> PreferenceExample:
         """The same event as a :class:`PreferenceExample`."""
         return PreferenceExample(self.event_id, self.timestamp, self.left, self.right, self.outcome, self.context,
-                                 self.weight, self.left_id, self.right_id)
+                                 self.weight, self.left_id, self.right_id, self.user_id)
 
     def __eq__(self, other) -> bool:
         if isinstance(other, RowExample):
@@ -308,13 +311,13 @@ def _fast_preferences(docs: Sequence[Any]) -> list:
         both = arr[np.asarray(at)[:, None] + np.arange(2 * len(names))]
         block = _Block(names, both[:, :len(names)], both[:, len(names):])
         blocks[names] = [weakref.ref(block), block, 0]
-    for (j, (eid, ts, o, names, fl, fr, c, lid, rid)), g in zip(picked, good):
+    for (j, (eid, ts, o, names, fl, fr, c, lid, rid, uid)), g in zip(picked, good):
         if not g:
             continue
         b = blocks[names]
         d = docs[j]
         out[j] = RowExample(eid, float(ts), o, None if c is None else {k: float(v) for k, v in c.items()},
-                            float(d["weight"]) if "weight" in d else 1.0, lid, rid, fl, fr, b[0], b[2])
+                            float(d["weight"]) if "weight" in d else 1.0, lid, rid, fl, fr, b[0], b[2], uid)
         b[2] += 1
     out.blocks = [b[1] for b in blocks.values()]
     return out
@@ -357,13 +360,16 @@ class BatchArrays:
     y : ndarray of int64; weight : ndarray of float64
     rejected : dict of int to str
         Example index → why the model cannot take it (a missing feature or context).
+    user_ids : list of (str or None), or None
+        The person of each accepted row (``user_id`` of the event; personal models take it as
+        ``learn_many(..., user_ids=...)``), or None when no row names a person.
     """
 
-    __slots__ = ("X_left", "X_right", "context", "rejected", "rows", "weight", "y")
+    __slots__ = ("X_left", "X_right", "context", "rejected", "rows", "user_ids", "weight", "y")
 
-    def __init__(self, rows, X_left, X_right, context, y, weight, rejected) -> None:
+    def __init__(self, rows, X_left, X_right, context, y, weight, rejected, user_ids=None) -> None:
         self.rows, self.X_left, self.X_right, self.context = rows, X_left, X_right, context
-        self.y, self.weight, self.rejected = y, weight, rejected
+        self.y, self.weight, self.rejected, self.user_ids = y, weight, rejected, user_ids
 
 
 def _getter(names: Sequence[str]):
@@ -413,7 +419,13 @@ def learner_arrays(examples: Sequence, feature_names: Sequence[str], context_nam
     XC = np.array(C, dtype=np.float64).reshape(len(rows), len(context_names)) if gc is not None else None
     y = np.fromiter((examples[i].outcome for i in rows), dtype=np.int64, count=len(rows))
     w = np.fromiter((examples[i].weight for i in rows), dtype=np.float64, count=len(rows))
-    return BatchArrays(rows, XL, XR, XC, y, w, rejected)
+    return BatchArrays(rows, XL, XR, XC, y, w, rejected, _user_ids([examples[i] for i in rows]))
+
+
+def _user_ids(examples: Sequence) -> list | None:
+    """The ``user_id`` of each example, or None when none has one."""
+    users = [getattr(ex, "user_id", None) for ex in examples]
+    return users if any(u is not None for u in users) else None
 
 
 def _block_arrays(examples: Sequence, feature_names: Sequence[str], context_names, model: str = "") -> BatchArrays | None:
@@ -444,4 +456,4 @@ def _block_arrays(examples: Sequence, feature_names: Sequence[str], context_name
         XL, XR = block.L[np.ix_(rows, cols)], block.R[np.ix_(rows, cols)]
     y = np.fromiter((ex.outcome for ex in examples), dtype=np.int64, count=len(examples))
     w = np.fromiter((ex.weight for ex in examples), dtype=np.float64, count=len(examples))
-    return BatchArrays(list(range(len(examples))), XL, XR, None, y, w, {})
+    return BatchArrays(list(range(len(examples))), XL, XR, None, y, w, {}, _user_ids(examples))

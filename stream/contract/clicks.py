@@ -120,7 +120,7 @@ def parse_click_session(raw: bytes, catalog: ItemCatalog | None = None,
     -------
     list of PreferenceExample
         ``event_id = f"{session_id}:{clicked_id}>{other_id}"``; the session timestamp, weight
-        (times the expander's IPS weight) and a copy of the user context on every pair;
+        (times the expander's IPS weight), the session's ``user_id`` and a copy of the user context on every pair;
         ``left_id``/``right_id`` set.
 
     Raises
@@ -150,6 +150,7 @@ def click_session_from_doc(d: Any, catalog: ItemCatalog | None = None,
         out.append(PreferenceExample(
             event_id=f"{sid}:{ia}>{ib}", timestamp=ts, left=feats[la], right=feats[lb], outcome=-1 if swap else 1,
             context=None if ctx is None else dict(ctx), weight=w * f, left_id=ids[la], right_id=ids[lb],
+            user_id=d.get("user_id") or None,
         ))
     return out
 

@@ -34,6 +34,8 @@ class PreferenceExample:
         Example weight > 0.
     left_id, right_id : str or None
         Item ids when given.
+    user_id : str or None
+        The person whose comparison it is (personal models), when given.
     """
 
     event_id: str
@@ -45,9 +47,11 @@ class PreferenceExample:
     weight: float = 1.0
     left_id: str | None = None
     right_id: str | None = None
+    user_id: str | None = None
 
 
-_PREF_KEYS = frozenset(("schema_version", "event_id", "timestamp", "left", "right", "outcome", "context", "weight"))
+_PREF_KEYS = frozenset(("schema_version", "event_id", "timestamp", "left", "right", "outcome", "context", "weight",
+                        "user_id"))
 _REF_KEYS = frozenset(("id", "features"))
 
 
@@ -90,7 +94,14 @@ def _fast_preference_ok(d: dict) -> bool:
         return False
     if not (_fast_ref(d.get("left")) and _fast_ref(d.get("right"))):
         return False
+    if "user_id" in d and not _user_ok(d["user_id"]):
+        return False
     return _fast_context_weight_ok(d)
+
+
+def _user_ok(u: Any) -> bool:
+    """A ``user_id`` as the schema takes it: a string of 1 to 512 characters."""
+    return type(u) is str and 0 < len(u) <= 512
 
 
 def _fast_context_weight_ok(d: dict) -> bool:
@@ -166,5 +177,6 @@ def preference_from_doc(d: Any, catalog: ItemCatalog | None = None) -> Preferenc
         weight=1.0 if w is None else _weight(w),
         left_id=left_id,
         right_id=right_id,
+        user_id=d.get("user_id"),
     )
 

@@ -17,7 +17,7 @@ __all__ = ["SCHEMA_DIR", "load_schema", "validator"]
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 
 _SCHEMA_NAMES = ("preference", "item", "click_session", "model_snapshot", "explanation", "dead_letter",
-                 "explain_request", "drift")
+                 "explain_request", "drift", "forget")
 _VALIDATORS: dict[str, Draft202012Validator] = {}
 
 

@@ -23,7 +23,13 @@ acknowledgement per message, which alone cost more than learning a whole batch (
    the snapshots' smallest ``next_offset`` (:meth:`LearnerLoop.place`), and messages below each
    model's ``next_offset`` are skipped;
 4. on SIGTERM/SIGINT final snapshots are published and committed before leaving the group (a
-   refit in flight is not waited for: ``stream.workers.refits.shutdown_executors``).
+   refit in flight is not waited for: ``stream.workers.refits.shutdown_executors``);
+5. **personal models** keep their people in a local store behind the compacted changelog
+   ``prefstream.people`` (:mod:`stream.workers.people`, ``docs/personal.md``): a snapshot round
+   first delivers the records of the people it touched (``acks=all``, to the changelog partition
+   of the input partition's number), then the snapshots, then commits; an assignment restores
+   each assigned partition's people from its changelog partition into the store (in the
+   assignment hook, under the same generation check as the snapshots) before the first fetch.
 
 ``docs/workers.md`` gives the guarantee's argument in full.
 """
@@ -32,12 +38,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
 
 import orjson
 
 from learners.exceptions import SnapshotError
 from stream.workers._snapshot import source_name
 from stream.workers.learner_core import DEFAULT_DEDUPE_WINDOW, LearnerCore, ModelSlot, SourceState
+from stream.workers.people import PeopleKeeper, is_personal
 from stream.workers.loop import ConsumerLoop
 
 __all__ = ["DEFAULT_DEDUPE_WINDOW", "LearnerCore", "LearnerLoop", "ModelSlot", "SourceState", "run_learner"]
@@ -65,6 +74,8 @@ class LearnerLoop(ConsumerLoop):
         self.unplaced: set[str] = set()
         #: first offset read of sources without snapshots (what their ownership proof commits)
         self.fence_at: dict[str, int] = {}
+        #: partitions of the changelog topic (read at the first restore)
+        self.people_partitions: int | None = None
 
     def topics(self) -> list[str]:
         return [self.settings.topic_preferences, self.settings.topic_clicks]
@@ -94,6 +105,8 @@ class LearnerLoop(ConsumerLoop):
         """Drop every source state (and the model topic read for them): rebuilt on the next assignment."""
         for src in list(self.core.sources):
             self.core.drop_source(src)
+        if self.core.people is not None:  # rebuilt from the changelog for the next assignment
+            self.core.people.clear()
         self.snapshots = None
         self.unplaced.clear()
         self.fence_at.clear()
@@ -161,8 +174,113 @@ class LearnerLoop(ConsumerLoop):
             if core.sources.get(st.source) is st:
                 core.drop_source(st.source)
             return None
+        if core.people is not None and core.people.has_source(st.source):
+            await self.restore_people(st, generation)
+            if generation != self.generation:
+                if core.sources.get(st.source) is st:
+                    core.drop_source(st.source)
+                return None
         self.unplaced.add(st.source)
         return st
+
+    # ------------------------------------------------------------------ people (personal models)
+    async def changelog_partitions(self) -> int:
+        """Partitions of the people changelog (read once)."""
+        if self.people_partitions is None:
+            parts = await self.producer.partitions_for(self.settings.topic_people)
+            self.people_partitions = max(1, len(parts))
+        return self.people_partitions
+
+    async def restore_people(self, st: SourceState, generation: int) -> int:
+        """Fill the store with ``st``'s people from the changelog partition of its number.
+
+        Reads that partition from its beginning to its end at the start, keeping the last record
+        of each key of this worker's personal models whose ``source`` is ``st``'s (tombstones
+        delete). A record further than the model's restored ``next_offset`` is remembered
+        (:attr:`PersonSlot.ahead`): its person's events below it are already in their state.
+        Returns the records kept (stops early, unfinished, when the generation moves on).
+        """
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        from stream.broker.clients import aiokafka_options
+        from stream.contract.people import parse_person_key, person_source_offset
+
+        core, s = self.core, self.settings
+        keeper = core.people
+        slots = {name: keeper.slot(st.source, name) for name in st.slots if (st.source, name) in keeper.slots}
+        floors = {name: st.slots[name].next_offset for name in slots}
+        prefixes = tuple(f"{m}@".encode() for m in slots)
+        tp = TopicPartition(s.topic_people, st.partition % await self.changelog_partitions())
+        t0 = time.perf_counter()
+        consumer = AIOKafkaConsumer(enable_auto_commit=False, group_id=None, fetch_max_bytes=32 * 1024 * 1024,
+                                    max_partition_fetch_bytes=16 * 1024 * 1024, **aiokafka_options(s))
+        await consumer.start()
+        kept, seen = 0, 0
+        restored: dict[str, int] = {}
+        try:
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
+            while await consumer.position(tp) < end:
+                if generation != self.generation:
+                    return kept
+                got = await consumer.getmany(tp, timeout_ms=500, max_records=20_000)
+                batch = []
+                for m in got.get(tp, ()):
+                    if m.offset >= end:
+                        break
+                    seen += 1
+                    if m.key is None or not m.key.startswith(prefixes):
+                        continue
+                    model, user = parse_person_key(m.key)
+                    ps = slots[model]
+                    if m.value is None:
+                        batch.append((m.key, None))
+                        ps.ahead.pop(user, None)
+                        continue
+                    source, offset = person_source_offset(m.value)
+                    if source is not None and source != st.source:
+                        continue
+                    batch.append((m.key, m.value))
+                    restored[model] = restored.get(model, 0) + 1
+                    if offset > floors[model]:
+                        ps.ahead[user] = offset
+                        ps.ahead_until = max(ps.ahead_until, offset)
+                    else:
+                        ps.ahead.pop(user, None)
+                kept += keeper.store.put_many(batch)
+        finally:
+            await consumer.stop()
+        for model, n in restored.items():
+            self.metrics.people_restored.labels(model=model).inc(n)
+        ahead = sum(len(ps.ahead) for ps in slots.values())
+        log.info("people of %s restored from %s in %.1f s: %d records read, %d kept%s", st.source, tp,
+                 time.perf_counter() - t0, seen, kept,
+                 f", {ahead} standing past the snapshot (their earlier events learned by the population alone)"
+                 if ahead else "")
+        return kept
+
+    async def send_people(self, st: SourceState, records) -> None:
+        """Deliver a round's person records (``acks=all``) to the changelog partition of ``st``'s
+        partition number, in batches (one future per batch, not per record); raises on failure."""
+        topic = self.settings.topic_people
+        part = st.partition % await self.changelog_partitions()
+        futs, batch = [], self.producer.create_batch()
+        for k, v in records:
+            if batch.append(key=k, value=v, timestamp=None) is None:
+                futs.append(await self.producer.send_batch(batch, topic, partition=part))
+                batch = self.producer.create_batch()
+                if batch.append(key=k, value=v, timestamp=None) is None:  # one record over the batch size
+                    futs.append(await self.producer.send(topic, key=k, value=v, partition=part))
+        if batch.record_count():
+            futs.append(await self.producer.send_batch(batch, topic, partition=part))
+        await asyncio.gather(*futs)
+        counts: dict[tuple[str, str], int] = {}
+        for k, v in records:
+            key = (k.split(b"@", 1)[0].decode(), "state" if v is not None else "tombstone")
+            counts[key] = counts.get(key, 0) + 1
+        for (model, kind), n in counts.items():
+            self.metrics.people_changelog_records.labels(model=model, kind=kind).inc(n)
 
     # ------------------------------------------------------------------ snapshots
     def publish(self, st: SourceState) -> None:
@@ -177,9 +295,9 @@ class LearnerLoop(ConsumerLoop):
             st.force = False
             st.last_snapshot = core.clock()
             return
-        self.spawn(self.deliver(st, records, acks, versions))
+        self.spawn(self.deliver(st, records, acks, versions, st.people_round[0]))
 
-    async def deliver(self, st: SourceState, records, acks, versions) -> None:
+    async def deliver(self, st: SourceState, records, acks, versions, people=()) -> None:
         """Prove ownership, deliver one snapshot round (``acks=all``), then commit what it covers.
 
         The proof is a commit of ``published_next`` (what the last delivered or restored
@@ -204,6 +322,8 @@ class LearnerLoop(ConsumerLoop):
             return
         ok = False
         try:
+            if people:  # the people first: a snapshot on the model topic never covers a person update not delivered
+                await self.send_people(st, people)
             futs = [await self.producer.send(self.settings.topic_models, key=k, value=v) for k, v in records]
             await asyncio.gather(*futs)
             ok = True
@@ -353,7 +473,40 @@ def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: 
     # refits fit in a spawned process by default: they never hold the learner's GIL
     executor, pool = refit_executors(settings)
     core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor, refit_pool=pool)
+    keeper = attach_people(core)
     try:
         return asyncio.run(LearnerLoop(core).run())
     finally:
         shutdown_executors(executor, pool)
+        if keeper is not None:
+            keeper.store.destroy()
+
+
+def personal_models(settings) -> list[str]:
+    """The configured models that keep per-person state (built once each to ask)."""
+    from stream import registry
+
+    out = []
+    for name in settings.models:
+        spec = registry.get_model(name)
+        try:
+            if is_personal(spec.factory(settings, settings.params_for(name))):
+                out.append(name)
+        except Exception:  # noqa: BLE001 - a model that cannot be built here fails later, as before
+            continue
+    return out
+
+
+def attach_people(core: LearnerCore, path: str | None = None) -> PeopleKeeper | None:
+    """Give ``core`` a :class:`PeopleKeeper` with a fresh local store under ``state_dir`` when
+    one of its models is personal (None otherwise)."""
+    from stream.workers.person_store import PersonStore
+
+    s = core.settings
+    if not personal_models(s):
+        return None
+    path = path or os.path.join(s.state_dir, f"people-{s.consumer_group}-{os.getpid()}")
+    store = PersonStore(path, cache_bytes=s.people_store_cache_bytes)
+    core.people = PeopleKeeper(store, s.people_ttl_seconds, s.people_memory_bytes, metrics=core.metrics,
+                               clock=core.clock)
+    return core.people

@@ -55,6 +55,8 @@ from stream.workers._snapshot import (
     split_stream_meta,
 )
 from stream.workers.gauges import push_learner_gauges
+from stream.workers.people import forget_user, is_personal
+from stream.workers.people_guard import PersonalGuard
 from stream.workers.progressive import new_progressive, update_progressive
 from stream.workers.refits import RefitScheduling
 from stream.workers.sources import ModelSlot, SourceState
@@ -154,6 +156,12 @@ class LearnerCore(RefitScheduling):
         #: per item-topic partition, the end offset when the worker started: bad item records
         #: below it are counted but not dead-lettered again (an earlier run did that)
         self.items_live_from: dict[int, int] = {}
+        #: the worker's people (stream.workers.people.PeopleKeeper): personal models keep their people
+        #: in its store and the changelog, not in the snapshot. None (file mode, tests): in the snapshot
+        self.people = None
+        self._m_pred = {m: (self.metrics.predictions.labels(model=m, personalized="true"),
+                            self.metrics.predictions.labels(model=m, personalized="false")) for m in self.models}
+        self._m_forgotten = {m: self.metrics.people_forgotten.labels(model=m) for m in self.models}
 
     # ------------------------------------------------------------------ sources
     def new_source(self, topic: str, partition: int, snapshots: dict, generation: int = 0) -> SourceState:
@@ -204,6 +212,11 @@ class LearnerCore(RefitScheduling):
                                         next_offset=start)
         st.next_offset = start
         st.published_next = min(s.next_offset for s in st.slots.values())
+        if self.people is not None:
+            self.people.drop_source(src)
+            for model, slot in st.slots.items():
+                if is_personal(slot.learner):
+                    self.people.slot(src, model).attach(slot.learner)
         self.sources[src] = st
         self._warm_refits(st)
         self._set_versions()
@@ -213,6 +226,17 @@ class LearnerCore(RefitScheduling):
     def drop_source(self, source: str) -> None:
         """Forget a source (revoked partition); unacknowledged messages stay unacknowledged."""
         self.sources.pop(source, None)
+        if self.people is not None:
+            self.people.drop_source(source)
+
+    def person_slot(self, st: SourceState, name: str, learner):
+        """The :class:`~stream.workers.people.PersonSlot` of a personal model on ``st`` (loader
+        attached), or None (no keeper, or not a personal model)."""
+        if self.people is None or not is_personal(learner):
+            return None
+        ps = self.people.slot(st.source, name)
+        ps.attach(learner)
+        return ps
 
     # ------------------------------------------------------------------ processing
     def process(self, st: SourceState, offset: int, value: bytes | None, ack_token: Any = None) -> list[dict]:
@@ -221,6 +245,60 @@ class LearnerCore(RefitScheduling):
 
     def process_batch(self, st: SourceState, records: Sequence[tuple], parsed: Sequence | None = None) -> list[dict]:
         """Validate and learn a micro-batch of input messages of ``st``, in offset order.
+
+        A forget record (``forget.v1.json``, :func:`stream.workers.people.forget_user`) splits the
+        batch: the events before it are learned, then the person is forgotten, then the rest.
+        See :meth:`_process` for the parameters.
+        """
+        if parsed is not None:
+            return self._process(st, records, parsed)
+        out: list[dict] = []
+        start = 0
+        for k, r in enumerate(records):
+            user = forget_user(r[1])
+            if user is None:
+                continue
+            if k > start:
+                out.extend(self._process(st, records[start:k]))
+            out.extend(self._forget(st, r, user))
+            start = k + 1
+        if start == 0:
+            return self._process(st, records)
+        if start < len(records):
+            out.extend(self._process(st, records[start:]))
+        return out
+
+    def _forget(self, st: SourceState, record: tuple, user) -> list[dict]:
+        """Apply one forget record of ``st`` (or dead-letter a malformed one), then count its offset as read."""
+        off = int(record[0])
+        if record[2] is not None:
+            st.pending.append((off, record[2]))
+        floor = max(st.published_next, min(s.next_offset for s in st.slots.values()))
+        if off < floor:
+            return []
+        out = []
+        if isinstance(user, DeadLetter):
+            if off >= st.next_offset:
+                out.append(self._dead_letter(record[1], user.reason, user.detail, st, off))
+        else:
+            for name, slot in st.slots.items():
+                if off < slot.next_offset or not is_personal(slot.learner):
+                    continue
+                ps = self.person_slot(st, name, slot.learner)
+                known = ps.forget(slot.learner, user) if ps is not None else slot.learner.forget_person(user)
+                if known:
+                    self._m_forgotten[name].inc()
+            log.info("source %s: person forgotten at offset %d", st.source, off)
+        for slot in st.slots.values():
+            slot.next_offset = max(slot.next_offset, off + 1)
+        if off >= st.next_offset:
+            st.next_offset = off + 1
+            st.since_snapshot += 1
+            st.force = True  # the tombstone goes out in the next round, not after snapshot_every_events
+        return out
+
+    def _process(self, st: SourceState, records: Sequence[tuple], parsed: Sequence | None = None) -> list[dict]:
+        """Validate and learn a micro-batch of input messages of ``st`` (no forget record among them).
 
         Parameters
         ----------
@@ -328,12 +406,22 @@ class LearnerCore(RefitScheduling):
             self.tally[name]["duplicates"] += dup
         if not pick:
             return
-        if slot.guard is None:
-            slot.guard = FiniteGuard(learner, self.specs[name].loader)
+        ps = self.person_slot(st, name, learner)
+        personal = is_personal(learner)
+        if slot.guard is None or (personal and not isinstance(slot.guard, PersonalGuard)):
+            slot.guard = (PersonalGuard if personal else FiniteGuard)(learner, self.specs[name].loader)
+        # each example's person (None: the population alone; also for an event a restored person
+        # record already holds: stream.workers.people.PersonSlot.user_ids)
+        users: dict[int, str | None] = {}
+        if personal:
+            uid = [getattr(examples[i], "user_id", None) for i in pick]
+            if ps is not None:
+                uid = ps.user_ids([todo[owner[i]][0] for i in pick], uid)
+            users = dict(zip(pick, uid))
         learned: list[int] = []
         if not learner.feature_names:  # a model that takes its feature names from the first example
             i = pick.pop(0)
-            if self._learn_rows(name, slot, [i], examples, owner, errors):
+            if self._learn_rows(name, slot, [i], examples, owner, errors, users):
                 learned.append(i)
             learner = slot.learner
             if not pick:
@@ -353,15 +441,26 @@ class LearnerCore(RefitScheduling):
             errors.setdefault(owner[pick[k]], ("schema_violation", f"model {name!r} rejected event {exs[k].event_id!r}: {why}"))
         rows = [pick[k] for k in arr.rows]
         if rows:
-            self._score(name, learner, arr)
             # learn the batch, check the state once (stream.workers.guard); only when learn_many refuses the
             # batch or the state turns non-finite, restore the pre-batch state and learn row by row,
             # so exactly the bad messages are dead-lettered and nothing non-finite is ever kept
-            res = slot.guard.learn_batch(
-                learner, rows,
-                lambda lr, _rows: lr.learn_many(arr.X_left, arr.X_right, arr.y, arr.context, arr.weight),
-                lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
-                                           examples[i].context, examples[i].weight))
+            if personal:
+                row_users = [users.get(i) for i in rows]
+                self._score(name, learner, arr, row_users)
+                res = slot.guard.learn_batch(
+                    learner, rows,
+                    lambda lr, _rows: lr.learn_many(arr.X_left, arr.X_right, arr.y, arr.context, arr.weight,
+                                                    user_ids=row_users),
+                    lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
+                                               examples[i].context, examples[i].weight, user_id=users.get(i)),
+                    user_of=users.get)
+            else:
+                self._score(name, learner, arr)
+                res = slot.guard.learn_batch(
+                    learner, rows,
+                    lambda lr, _rows: lr.learn_many(arr.X_left, arr.X_right, arr.y, arr.context, arr.weight),
+                    lambda lr, i: lr.learn_one(examples[i].left, examples[i].right, examples[i].outcome,
+                                               examples[i].context, examples[i].weight))
             slot.learner = res.learner
             bad = {k for k, _ in res.rejected}
             for k, defect in res.rejected:
@@ -375,9 +474,12 @@ class LearnerCore(RefitScheduling):
             if res.relearned:
                 self.metrics.events_relearned.labels(model=name).inc(res.relearned)
             learned.extend(i for k, i in enumerate(rows) if k not in bad)
+        if ps is not None:
+            ps.learned(users.get(i) for i in learned)
+            ps.attach(slot.learner)  # a restored learner (guard) needs the loader again
         self._after_learning(st, name, slot, learned, todo, owner, hashes)
 
-    def _learn_rows(self, name, slot, idx, examples, owner, errors) -> bool:
+    def _learn_rows(self, name, slot, idx, examples, owner, errors, users=None) -> bool:
         """Learn rows one by one through the slot's finite guard (the first example of a model
         that takes its feature names from the data)."""
         ok = True
@@ -385,7 +487,12 @@ class LearnerCore(RefitScheduling):
             ex = examples[i]
             self._validate_progressively(name, slot.learner, ex)
             try:
-                slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context, ex.weight)
+                if users:
+                    slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context,
+                                                        ex.weight, user_id=users.get(i))
+                else:
+                    slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context,
+                                                        ex.weight)
             except Exception as exc:  # noqa: BLE001 - one event must not crash the worker
                 slot.learner = getattr(exc, "learner", slot.learner)  # the guard's restored state
                 if not isinstance(exc, (InvalidInputError, ValueError, KeyError, TypeError)):
@@ -426,13 +533,36 @@ class LearnerCore(RefitScheduling):
         self.metrics.dead_letters.labels(reason=reason).inc()
         return dead_letter_record(value, reason, detail, st.topic, st.partition, offset)
 
-    def _score(self, name: str, learner, arr) -> None:
-        """Progressive validation of a batch: P(left) from the pre-batch state; ties are not scored."""
+    def _score(self, name: str, learner, arr, user_ids=None) -> None:
+        """Progressive validation of a batch: P(left) from the pre-batch state; ties are not scored.
+
+        For a personal model (``user_ids`` given) each prediction is counted in
+        ``prefstream_predictions_total{personalized}``: personalised when its person is held
+        with at least one learned event (``person_info``), as the server reports it.
+        """
+        if user_ids is not None:
+            seen: dict = {}
+            n_pers = 0
+            for u in user_ids:
+                if u is None:
+                    continue
+                hit = seen.get(u)
+                if hit is None:
+                    hit = seen[u] = bool(learner.person_info(u)["personalized"])
+                n_pers += hit
+            yes, no = self._m_pred[name]
+            if n_pers:
+                yes.inc(n_pers)
+            if len(user_ids) - n_pers:
+                no.inc(len(user_ids) - n_pers)
         strict = arr.y != 0
         if not strict.any():
             return
         try:
-            p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
+            if user_ids is not None:
+                p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context, user_ids=user_ids)
+            else:
+                p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
         except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
             return
         ys, ps = (arr.y[strict] == 1).tolist(), p[strict].tolist()
@@ -488,9 +618,16 @@ class LearnerCore(RefitScheduling):
             taken then, so nothing is acknowledged.
         """
         records, versions = [], {}
+        people, sent = [], {}
         for name, slot in st.slots.items():
-            state = attach_stream_meta(slot.learner.state_dict(), source=st.source, digest=slot.digest,
-                                       window=slot.window)
+            ps = self.person_slot(st, name, slot.learner)
+            if ps is not None:  # the people go to the changelog (and the store), not into the snapshot
+                recs, sent[name] = ps.build(slot.learner, slot.next_offset)
+                people.extend(recs)
+                own = slot.learner.state_dict(people=False)
+            else:
+                own = slot.learner.state_dict()
+            state = attach_stream_meta(own, source=st.source, digest=slot.digest, window=slot.window)
             value = encode_snapshot(name, slot.version + 1, slot.count, state, offsets={st.source: slot.next_offset},
                                     max_bytes=self.settings.max_snapshot_bytes)
             records.append((snapshot_key(name, st.source).encode(), value))
@@ -502,11 +639,19 @@ class LearnerCore(RefitScheduling):
         st.force = False
         st.last_snapshot = self.clock()
         st.publishing = True
+        st.people_round = (people, sent)
         return records, acks, versions
 
     def snapshot_done(self, st: SourceState, versions: dict, ok: bool) -> None:
         """Record the outcome of publishing the records of :meth:`build_snapshots`."""
         st.publishing = False
+        people, sent = st.people_round
+        st.people_round = ([], {})
+        for name, info in sent.items():
+            slot = st.slots.get(name)
+            ps = self.person_slot(st, name, slot.learner) if slot is not None else None
+            if ps is not None:
+                ps.done(slot.learner, info, ok)
         if not ok:
             st.force = True
             return
@@ -541,3 +686,13 @@ class LearnerCore(RefitScheduling):
         """Push the progressive metrics and the learners' diagnostics to their gauges
         (:func:`stream.workers.gauges.push_learner_gauges`; cheap, about once a second)."""
         push_learner_gauges(self.progressive, self.sources, self.metrics)
+        held: dict[str, int] = {}
+        for st in self.sources.values():
+            for name, slot in st.slots.items():
+                if is_personal(slot.learner):
+                    held[name] = held.get(name, 0) + int(slot.learner.people_held())
+        for model, n in held.items():
+            self.metrics.people_held.labels(model=model).set(n)
+        if self.people is not None:
+            for model, n in self.people.pending().items():
+                self.metrics.people_changelog_lag.labels(model=model).set(n)

@@ -68,6 +68,9 @@ class SourceState:
     force: bool = False
     publishing: bool = False
     generation: int = 0
+    #: the changelog records of the snapshot round being published (stream.workers.people), and
+    #: what PersonSlot.done needs per personal model
+    people_round: tuple = field(default_factory=lambda: ([], {}))
 
     @property
     def source(self) -> str:

@@ -1,7 +1,8 @@
 """A small synthetic preference world the contract suites learn and explain.
 
 Three item features in [0, 1] and two context features; the left item is preferred when its
-utility 2a − b + 0.5c + u·a is larger. Deterministic (one seed).
+utility 2a − b + 0.5c + u·a is larger. Every pair belongs to one of five people (``user(i)``);
+personal models (``learner.personal``) are given them, the others are not. Deterministic (one seed).
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ class World:
         self.U = rng.random((self.n, 2))
         self.y = np.where(_utility(self.XL, self.U) > _utility(self.XR, self.U), 1, -1)
 
+    def user(self, i: int) -> str:
+        """The person of pair ``i`` (five people, interleaved)."""
+        return f"p{i % 5}"
+
+    def users(self, idx) -> list[str]:
+        return [self.user(int(i)) for i in idx]
+
     def row(self, i: int) -> tuple[dict, dict, dict]:
         """Pair ``i`` as (left, right, context) dicts."""
         return (dict(zip(FEATURES, self.XL[i].tolist())), dict(zip(FEATURES, self.XR[i].tolist())),
@@ -82,11 +90,21 @@ def fresh(name: str, extra: dict | None = None):
     return registry.get_model(name).factory(settings(), params)
 
 
+def person_kw(learner, world: World, i: int) -> dict:
+    """``{"user_id": world.user(i)}`` for a personal learner, else ``{}``."""
+    return {"user_id": world.user(i)} if getattr(learner, "personal", False) else {}
+
+
+def people_kw(learner, world: World, idx) -> dict:
+    """``{"user_ids": [...]}`` of the pairs ``idx`` for a personal learner, else ``{}``."""
+    return {"user_ids": world.users(idx)} if getattr(learner, "personal", False) else {}
+
+
 def train(learner, world: World, idx=None):
     """Learn the pairs ``idx`` (default all) one by one, then refit if the learner refits."""
     for i in (range(world.n) if idx is None else idx):
         left, right, ctx = world.row(i)
-        learner.learn_one(left, right, int(world.y[i]), ctx)
+        learner.learn_one(left, right, int(world.y[i]), ctx, **person_kw(learner, world, i))
     if hasattr(learner, "refit"):
         learner.refit()
     return learner
