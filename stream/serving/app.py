@@ -97,14 +97,14 @@ def create_app(settings, state: ServeState | None = None, follow: bool = True) -
 
 def _document_bodies(api: FastAPI) -> None:
     """Add the request-body models (parsed from bytes by ``json_body``) to the generated OpenAPI document."""
-    from stream.serving.datamodels import CompareRequest, ExplainRequest, RankRequest
+    from stream.serving.datamodels import CompareRequest, ExplainRequest, RankRequest, RecommendRequest
 
     def openapi():
         if api.openapi_schema:
             return api.openapi_schema
         doc = get_openapi(title=api.title, version=api.version, description=api.description, routes=api.routes)
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-        for model in (RankRequest, CompareRequest, ExplainRequest):
+        for model in (RankRequest, CompareRequest, ExplainRequest, RecommendRequest):
             js = model.model_json_schema(ref_template="#/components/schemas/{model}")
             schemas.update(js.pop("$defs", {}))
             schemas[model.__name__] = js

@@ -23,7 +23,7 @@ from stream.contract import MAX_ABS_VALUE
 
 __all__ = [
     "Columns", "CompareRequest", "CompareResponse", "ErrorResponse", "ExplainRequest", "ExplanationRecord",
-    "HealthResponse", "ItemRef", "MissingExplanation", "ModelInfo", "ModelsResponse", "RankRequest", "RankResponse", "RankedItem",
+    "HealthResponse", "ItemRef", "MissingExplanation", "ModelInfo", "ModelsResponse", "RankRequest", "RankResponse", "RankedItem", "RecommendRequest", "RecommendResponse",
     "ReadyResponse",
 ]
 
@@ -71,10 +71,17 @@ class Columns(_Strict):
                                      json_schema_extra={"uniqueItems": True})
 
 
+#: A person of a personal model (the event contract's ``user_id``: 1 to 512 characters).
+UserId = Annotated[str, Field(min_length=1, max_length=512)]
+_USER = ("The person asking (personal models such as capacity-personal score with their deviation; a person "
+         "the server does not hold, or any other model, answers with the population: personalized false).")
+
+
 class RankRequest(_Strict):
     """``POST /v1/rank``: order candidates best first."""
 
     model: str = Field(..., description="Model name, e.g. 'capacity' or 'gpm'.")
+    user_id: Optional[UserId] = Field(None, description=_USER)
     ids: Optional[list[str]] = Field(None, min_length=1, json_schema_extra={"uniqueItems": True},
                                      description="Candidates by catalog id, each once (an id given twice is "
                                                  "refused: 422 duplicate_item).")
@@ -98,6 +105,14 @@ class _Versioned(BaseModel):
     model: str
     version: int = Field(..., description="Merged version: the sum of the source versions.")
     source_versions: dict[str, int] = Field(..., description="Version of each source snapshot ('<topic>:<partition>').")
+
+
+class _Personalized(_Versioned):
+    user_id: Optional[str] = Field(..., description="The request's person (null: none asked).")
+    personalized: bool = Field(..., description="Scored with the person's own deviation (false: the population's "
+                                                "model; no person, a model without people, or a person not held).")
+    person_version: int = Field(..., ge=0, description="Version of the person's state that answered: the number of "
+                                                       "their events it has learned (0 when not personalized).")
 
 
 class ExplanationRecord(BaseModel):
@@ -134,7 +149,7 @@ class MissingExplanation(BaseModel):
     method: str
 
 
-class RankResponse(_Versioned):
+class RankResponse(_Personalized):
     aggregate: str = Field(..., description="'utility' (sorted by f(x)) or 'mean_pairwise_probability' (Borda).")
     items: list[RankedItem]
     explanations: Optional[list[Union[ExplanationRecord, MissingExplanation]]] = Field(
@@ -147,12 +162,13 @@ class CompareRequest(_Strict):
     """``POST /v1/compare``: P(left ≻ right)."""
 
     model: str
+    user_id: Optional[UserId] = Field(None, description=_USER)
     left: ItemRef
     right: ItemRef
     context: Optional[dict[str, Value]] = None
 
 
-class CompareResponse(_Versioned):
+class CompareResponse(_Personalized):
     probability: float = Field(..., ge=0.0, le=1.0, description="P(left ≻ right).")
 
 
@@ -160,6 +176,7 @@ class ExplainRequest(_Strict):
     """``POST /v1/explain``: one explanation record of left vs right, under the deadline."""
 
     model: str
+    user_id: Optional[UserId] = Field(None, description=_USER + " The record's extra names the person.")
     method: Optional[str] = Field(None, description="Default: the model's default method (see GET /v1/models).")
     left: ItemRef
     right: ItemRef
@@ -167,6 +184,25 @@ class ExplainRequest(_Strict):
     params: Optional[dict[str, Any]] = None
     request_id: Optional[str] = Field(None, min_length=1, max_length=256)
     seed: Optional[Seed] = None
+
+
+class RecommendRequest(_Strict):
+    """``POST /v1/recommend``: the best top_k items of the whole catalog for a person."""
+
+    model: str = Field(..., description="Model name, e.g. 'capacity-personal'.")
+    user_id: Optional[UserId] = Field(None, description=_USER)
+    top_k: json_int(1) = Field(10, description="How many items (default 10).")
+    exclude: Optional[list[str]] = Field(None, json_schema_extra={"uniqueItems": True},
+                                         description="Catalog ids never recommended (e.g. already bought); ids the "
+                                                     "catalog does not hold are ignored.")
+    context: Optional[dict[str, Value]] = Field(None, description="Context features (context models).")
+
+
+class RecommendResponse(_Personalized):
+    aggregate: str = Field(..., description="'utility' or 'mean_pairwise_probability' (see RankResponse).")
+    items: list[RankedItem]
+    catalog_items: int = Field(..., description="Catalog items holding the model's features (the candidates).")
+    excluded: int = Field(..., description="Of those, left out by 'exclude'.")
 
 
 class ModelInfo(BaseModel):

@@ -27,7 +27,8 @@ from stream.metrics import Metrics, build_metrics
 from stream.serving.catalog import CatalogMatrix
 from stream.serving.errors import APIError
 from stream.serving.explaining import MAX_IN_FLIGHT, ExplanationCache, missing, pair_key
-from stream.serving.inputs import candidates, context_vector, item_vector
+from stream.serving.inputs import candidates, context_vector, item_vector, refuse_duplicates
+from stream.serving.people import ServedPeople
 from stream.serving.scoring import Scorer, scorer_for
 from stream.workers._snapshot import parse_snapshot_key
 from stream.workers.live_models import LiveModels, ModelVersion
@@ -64,6 +65,7 @@ class ServeState:
         self.metrics = metrics or build_metrics()
         self.live = LiveModels(self.metrics, on_swap=self._warm)
         self.catalog = CatalogMatrix()
+        self.people = ServedPeople()
         self.required = list(settings.serve_models if settings.serve_models is not None else settings.models)
         self.budgets = {"exact_players": int(settings.explain_exact_players),
                         "max_coalitions": int(settings.explain_max_coalitions),
@@ -107,7 +109,8 @@ class ServeState:
             loader.submit(self.live.on_snapshot, key, value)
 
         self.followers = [TopicFollower(s, s.topic_models, on_snapshot, "serve-models"),
-                          TopicFollower(s, s.topic_items, self.on_item, "serve-items")]
+                          TopicFollower(s, s.topic_items, self.on_item, "serve-items"),
+                          TopicFollower(s, s.topic_people, self.on_person, "serve-people")]
         self._tasks = [asyncio.ensure_future(f.run()) for f in self.followers]
 
     async def stop(self) -> None:
@@ -132,6 +135,18 @@ class ServeState:
             self.catalog.upsert(parse_item(value, max_bytes=self.settings.max_message_bytes, key=key))
         except DeadLetter:
             self.item_errors += 1
+
+    def on_person(self, key, value, partition=None, offset=None) -> None:  # noqa: ARG002
+        """Apply one ``prefstream.people`` record to the server's store and to the current version holding
+        that person (:mod:`stream.serving.people`); runs on the event loop, as every request does."""
+        from stream.contract.people import parse_person_key
+
+        mv = self.live.get(parse_person_key(key)[0])
+        self.people.on_record(key, value, live_learner=None if mv is None else mv.learner)
+
+    def person(self, mv: ModelVersion, user_id: str | None) -> dict:
+        """``{"user_id", "personalized", "person_version"}`` of the request's person on this version."""
+        return self.people.info(mv.name, mv.learner, user_id)
 
     # ------------------------------------------------------------------ models
     def loading(self) -> list[str]:
@@ -183,18 +198,21 @@ class ServeState:
         return {"model": mv.name, "version": mv.version, "source_versions": mv.source_versions}
 
     # ------------------------------------------------------------------ rank / compare
-    def rank_scores(self, req) -> tuple[ModelVersion, Scorer, list[str], np.ndarray, np.ndarray, np.ndarray | None]:
-        """``(version, scorer, ids, X, scores, u)`` of a rank request."""
+    def rank_scores(self, req) -> tuple[ModelVersion, Scorer, list[str], np.ndarray, np.ndarray, np.ndarray | None, dict]:
+        """``(version, scorer, ids, X, scores, u, person)`` of a rank request."""
         mv = self.version(req.model)
         sc = self.scorer(mv)
+        person = self.person(mv, req.user_id)
         ids, X, rows = candidates(req, sc.feature_names, self.catalog, self.settings.serve_max_items)
         u = context_vector(req.context, sc.context_names)
+        if person["personalized"]:
+            return mv, sc, ids, X, self._call(sc.person_scores, X, req.user_id), u, person
         prep = None if rows is None else self._catalog_prep(mv, sc)
         if prep is not None:
-            return mv, sc, ids, X, self._call(sc.rank_catalog, prep, rows, u), u
-        return mv, sc, ids, X, self._call(sc.rank_scores, X, u), u
+            return mv, sc, ids, X, self._call(sc.rank_catalog, prep, rows, u), u, person
+        return mv, sc, ids, X, self._call(sc.rank_scores, X, u), u, person
 
-    def _catalog_prep(self, mv: ModelVersion, sc: Scorer):
+    def _catalog_prep(self, mv: ModelVersion, sc: Scorer, now: bool = False):
         """The version's per-row catalog work (:meth:`Scorer.prepare_catalog`) for the current catalog.
 
         Built on the second request that finds the same catalog version (a catalog that changes
@@ -205,7 +223,7 @@ class ServeState:
         hit = mv.cache.get("catalog")
         if hit is not None and hit[0] == ver:
             return hit[1]
-        if mv.cache.get("catalog_seen") != ver:
+        if mv.cache.get("catalog_seen") != ver and not now:
             mv.cache["catalog_seen"] = ver
             return None
         X, ok = self.catalog.view(sc.feature_names)
@@ -215,22 +233,23 @@ class ServeState:
 
     def rank(self, req) -> tuple[dict, Any]:
         """The rank response, and the explanation job of its top_k (or None)."""
-        mv, sc, ids, X, scores, u = self.rank_scores(req)
+        mv, sc, ids, X, scores, u, person = self.rank_scores(req)
         n = len(ids)
         k = n if req.top_k is None else min(int(req.top_k), n)
         order = np.argsort(-scores, kind="stable")
         top = order[:k]
         s = scores[top].tolist()
         out = self._versioned(mv)
+        out.update(person)
         out["aggregate"] = sc.aggregate
         out["items"] = [{"id": i, "score": v, "rank": r} for i, v, r in zip([ids[j] for j in top.tolist()], s, range(1, k + 1))]
         job = None
         if req.explain is not None:
             pairs = [(int(order[r]), int(order[r + 1])) for r in range(min(k, n - 1))]
             rid = uuid.uuid4().hex[:12]
-            examples = [self._example(f"rank-{rid}:{ids[i]}>{ids[j]}", sc, X[i], X[j], req.context, ids[i], ids[j])
-                        for i, j in pairs]
-            job = (mv, req.explain, examples, [(X[i], X[j], u) for i, j in pairs], {}, req.seed)
+            examples = [self._example(f"rank-{rid}:{ids[i]}>{ids[j]}", sc, X[i], X[j], req.context, ids[i], ids[j],
+                                      req.user_id) for i, j in pairs]
+            job = (mv, req.explain, examples, [(X[i], X[j], u) for i, j in pairs], {}, req.seed, person)
         return out, job
 
     def compare(self, req) -> dict:
@@ -239,9 +258,66 @@ class ServeState:
         xl = item_vector(req.left, sc.feature_names, self.catalog, "left")
         xr = item_vector(req.right, sc.feature_names, self.catalog, "right")
         u = context_vector(req.context, sc.context_names)
-        p = self._call(sc.proba, xl[None], xr[None], None if u is None else u[None])
+        person = self.person(mv, req.user_id)
+        p = self._call(sc.proba, xl[None], xr[None], None if u is None else u[None],
+                       [req.user_id] if person["personalized"] else None)
         out = self._versioned(mv)
+        out.update(person)
         out["probability"] = float(p[0])
+        return out
+
+    def recommend(self, req) -> dict:
+        """The top_k of the whole item catalog for the request's person (``POST /v1/recommend``).
+
+        Every catalog item holding the model's features is a candidate, but those in ``exclude``
+        (ids the catalog does not hold are ignored there). A personal model scores them for the
+        person (``learner.score(X, user_id)``); a person it does not hold, or another model, with
+        the population's catalog utilities (made once per model and catalog version). Pairwise
+        models (GPM) rank by the mean pairwise probability over the whole catalog, n² margins: a
+        catalog over ``serve_max_items`` is refused for them (413).
+        """
+        mv = self.version(req.model)
+        sc = self.scorer(mv)
+        person = self.person(mv, req.user_id)
+        u = context_vector(req.context, sc.context_names)
+        ids, rows = self.catalog.complete(sc.feature_names)
+        excluded = 0
+        if req.exclude:
+            refuse_duplicates(req.exclude, "exclude")
+        if sc.aggregate != "utility" and len(ids) > self.settings.serve_max_items:
+            raise APIError(413, "too_large", f"{mv.name} ranks by pairwise probabilities: the catalog's {len(ids)} items "
+                                             f"are over serve_max_items ({self.settings.serve_max_items}); rank a "
+                                             "subset with /v1/rank.", field="model")
+        out = self._versioned(mv)
+        out.update(person)
+        out["aggregate"] = sc.aggregate
+        if not ids:
+            out.update(items=[], catalog_items=0, excluded=0)
+            return out
+        if person["personalized"]:
+            X, _ = self.catalog.view(sc.feature_names)
+            scores = self._call(sc.person_scores, X[rows], req.user_id)
+        else:
+            prep = self._catalog_prep(mv, sc, now=True)
+            scores = self._call(sc.rank_catalog, prep, rows, u) if prep is not None else None
+            if scores is None:
+                X, _ = self.catalog.view(sc.feature_names)
+                scores = self._call(sc.rank_scores, X[rows], u)
+        scores = np.array(scores, dtype=np.float64)
+        if req.exclude:
+            drop = set(req.exclude)
+            mask = np.fromiter((i in drop for i in ids), dtype=bool, count=len(ids))
+            excluded = int(mask.sum())
+            scores[mask] = -np.inf
+        k = min(int(req.top_k), len(ids) - excluded)
+        if k <= 0:
+            top = np.zeros(0, dtype=np.intp)
+        else:
+            part = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+            top = part[np.lexsort((part, -scores[part]))]   # best first; ties by catalog row (stable)
+        out["items"] = [{"id": ids[j], "score": float(scores[j]), "rank": r + 1} for r, j in enumerate(top.tolist())]
+        out["catalog_items"] = len(ids)
+        out["excluded"] = excluded
         return out
 
     @staticmethod
@@ -255,24 +331,25 @@ class ServeState:
 
     # ------------------------------------------------------------------ explain
     @staticmethod
-    def _example(event_id, sc: Scorer, xl, xr, context, left_id=None, right_id=None) -> PreferenceExample:
+    def _example(event_id, sc: Scorer, xl, xr, context, left_id=None, right_id=None, user_id=None) -> PreferenceExample:
         names = sc.feature_names
         ctx = None if context is None else {k: float(v) for k, v in context.items()}
         return PreferenceExample(event_id=event_id, timestamp=time.time(), left=dict(zip(names, xl.tolist())),
                                  right=dict(zip(names, xr.tolist())), outcome=0, context=ctx, weight=1.0,
-                                 left_id=left_id, right_id=right_id)
+                                 left_id=left_id, right_id=right_id, user_id=user_id)
 
     def explain_job(self, req) -> tuple:
-        """``(version, method, examples, pair arrays, params, seed)`` of an explain request (the pair arrays
-        ``(x_left, x_right, u)`` key the cache)."""
+        """``(version, method, examples, pair arrays, params, seed, person)`` of an explain request (the pair
+        arrays ``(x_left, x_right, u)`` and the person's id and state version key the cache)."""
         mv = self.version(req.model)
         sc = self.scorer(mv)
         xl = item_vector(req.left, sc.feature_names, self.catalog, "left")
         xr = item_vector(req.right, sc.feature_names, self.catalog, "right")
         u = context_vector(req.context, sc.context_names)
+        person = self.person(mv, req.user_id)
         rid = req.request_id or f"serve-{uuid.uuid4().hex[:12]}"
-        ex = self._example(rid, sc, xl, xr, req.context, req.left.id, req.right.id)
-        return mv, req.method, [ex], [(xl, xr, u)], dict(req.params or {}), req.seed
+        ex = self._example(rid, sc, xl, xr, req.context, req.left.id, req.right.id, req.user_id)
+        return mv, req.method, [ex], [(xl, xr, u)], dict(req.params or {}), req.seed, person
 
     @staticmethod
     def methods(name: str) -> dict:
@@ -308,7 +385,7 @@ class ServeState:
         return c
 
     def _compute(self, mv: ModelVersion, method: str, fn, examples: list, keys: list, params: dict,
-                 seed: int | None, started: dict) -> dict:
+                 seed: int | None, started: dict, person: dict) -> dict:
         """In an explanation thread: explain ``examples`` as one batch, validate, cache; ``{key: record}``.
 
         A capped explainer that stopped early (``extra.unfinished``) explained the first examples only;
@@ -327,6 +404,8 @@ class ServeState:
             explanation_record_ok(rec)
             if isinstance(rec.get("extra"), dict):
                 rec["extra"].setdefault("origin", "serve")
+                if person["user_id"] is not None:   # records name the person, and the state that explained
+                    rec["extra"].update(person)
             cache.put(key, rec)
             out[key] = rec
         self.metrics.explanations.labels(method=e.method).inc(len(records))
@@ -338,11 +417,12 @@ class ServeState:
         Returns ``(method, answers)``, one answer per pair in order: a record, or an exception
         (:class:`asyncio.TimeoutError` with the spent times, ``_Busy``, or what the explainer raised).
         """
-        mv, method, examples, keys, params, seed = job
+        mv, method, examples, keys, params, seed, person = job
         method, fn = self._explainer(mv, method, field)
         self._explained.setdefault(mv.name, {})[method] = time.time()
         seed = self.settings.seed if seed is None else int(seed)
-        keys = [pair_key(method, params, seed, *k) for k in keys]
+        who = (person["user_id"], person["person_version"])   # a person's record names them: never shared
+        keys = [pair_key(method, params, seed, *k) + (who,) for k in keys]
         cache = self._cache(mv)
         hits = [cache.get(k, x.event_id) for k, x in zip(keys, examples)]
         flying = mv.cache.setdefault("explaining", {})    # key -> the asyncio future of the batch computing it
@@ -354,7 +434,7 @@ class ServeState:
         if todo and not busy:
             loop = asyncio.get_running_loop()
             fut = loop.run_in_executor(self.executor, self._compute, mv, method, fn, [x for _, x in todo],
-                                       [k for k, _ in todo], params, seed, started)
+                                       [k for k, _ in todo], params, seed, started, person)
             self._in_flight += 1
             for k, _ in todo:
                 flying[k] = fut
