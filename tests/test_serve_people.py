@@ -106,6 +106,9 @@ def test_rank_and_compare_for_a_person_are_the_learners_own(served, name):
     assert [it["id"] for it in pop["items"]][:5] != [it["id"] for it in r["items"]][:5]   # ann differs
     stranger = _post(app, "/v1/rank", {"model": name, "ids": IDS, "user_id": "zoe"}).json()
     assert stranger["items"] == pop["items"] and not stranger["personalized"] and stranger["person_version"] == 0
+    count = lambda v: st.metrics.registry.get_sample_value("prefstream_predictions_total",  # noqa: E731
+                                                          {"model": name, "personalized": v})
+    assert (count("true"), count("false")) == (1.0, 2.0)      # ann; the population and the stranger
     c = _post(app, "/v1/compare", {"model": name, "left": {"id": "i1"}, "right": {"id": "i2"}, "user_id": "ann"}).json()
     CompareResponse.model_validate(c)
     p = m.predict_proba_many(_X(items, ["i1"]), _X(items, ["i2"]), user_ids=["ann"])[0]

@@ -145,6 +145,8 @@ class ServedPeople:
                     learner.load_person(user, state)
         learner.person_loader = self.loader(model)
 
+    personal = staticmethod(is_personal)
+
     def info(self, model: str, learner, user_id: str | None) -> dict:
         """``{"user_id", "personalized", "person_version"}`` of a request's person on ``learner``: not
         personalized (version 0) without a person, for a model that holds no people, or a person

@@ -145,8 +145,13 @@ class ServeState:
         self.people.on_record(key, value, live_learner=None if mv is None else mv.learner)
 
     def person(self, mv: ModelVersion, user_id: str | None) -> dict:
-        """``{"user_id", "personalized", "person_version"}`` of the request's person on this version."""
-        return self.people.info(mv.name, mv.learner, user_id)
+        """``{"user_id", "personalized", "person_version"}`` of the request's person on this version; a personal
+        model's answers are counted by whether they were personalized (``prefstream_predictions_total``, the
+        dashboard's personalized share; the learner workers count theirs in the same family)."""
+        out = self.people.info(mv.name, mv.learner, user_id)
+        if self.people.personal(mv.learner):
+            self.metrics.predictions.labels(model=mv.name, personalized="true" if out["personalized"] else "false").inc()
+        return out
 
     # ------------------------------------------------------------------ models
     def loading(self) -> list[str]:
