@@ -128,8 +128,10 @@ def test_a_slow_explainer_marks_the_explanations_missing_and_the_ranking_still_a
     order = [it["id"] for it in out["items"]]
     assert [e["left_id"] for e in out["explanations"]] == order
     assert [e["right_id"] for e in out["explanations"]][:2] == order[1:]
-    # asked again while it runs: waited for, not started a second time
-    assert all(e["missing"] for e in _post(app, "/v1/rank", body).json()["explanations"]) and calls == [3]
+    assert [e["waited_s"] for e in out["explanations"]] == [pytest.approx(0.2, abs=0.05)] * 3
+    # asked again while it runs: not started a second time, and not waited for again past the first deadline
+    again = _post(app, "/v1/rank", body).json()["explanations"]
+    assert all(e["missing"] for e in again) and calls == [3] and [e["waited_s"] for e in again] == [0.0] * 3
     release.set()
     deadline = time.monotonic() + 10
     while len(st.live.get("linear-bt").cache.get("explanations") or ()) < 3 and time.monotonic() < deadline:

@@ -147,6 +147,9 @@ class MissingExplanation(BaseModel):
     model_name: str
     model_version: int
     method: str
+    waited_s: Optional[float] = Field(None, description="Seconds this ranking waited for it (deadline_exceeded): the "
+                                                        "deadline for the ranking that started it, 0 for the later "
+                                                        "ones while it is still being computed.")
 
 
 class RankResponse(_Personalized):

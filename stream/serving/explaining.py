@@ -15,7 +15,9 @@ top_k items. Two things keep that at the ranking's speed:
   not done by then is answered as a :func:`missing` marker (``missing: true`` and the reason)
   in its place in ``explanations``; its computation goes on in the background and lands in the
   cache, so the next ranking that needs it finds it. A pair already being computed for another
-  request is waited for, not started twice; with more than :data:`MAX_IN_FLIGHT` batches
+  request is waited for, not started twice, and only until that first request's deadline: once one
+  ranking has paid the deadline for a slow pair, the next ones answer at once with it missing
+  (instead of each waiting the deadline again) until it lands in the cache; with more than :data:`MAX_IN_FLIGHT` batches
   running or queued, new pairs are marked ``busy`` at once instead of queueing without bound.
 
 Reasons of a missing explanation: ``deadline_exceeded``, ``busy``, ``not_fitted`` (the model
@@ -91,8 +93,9 @@ def pair_key(method: str, params: dict, seed: int, xl, xr, u) -> tuple:
             None if u is None else u.tobytes())
 
 
-def missing(example, mv, method: str, reason: str, detail: str) -> dict:
-    """The marker standing in ``explanations`` for a pair not explained (see the module docstring)."""
+def missing(example, mv, method: str, reason: str, detail: str, waited_s: float | None = None) -> dict:
+    """The marker standing in ``explanations`` for a pair not explained (see the module docstring);
+    ``waited_s``: how long this request waited for it (``deadline_exceeded``)."""
     return {"missing": True, "reason": reason, "detail": detail, "request_id": example.event_id,
             "left_id": example.left_id, "right_id": example.right_id, "model_name": mv.name,
-            "model_version": int(mv.version), "method": method}
+            "model_version": int(mv.version), "method": method, "waited_s": waited_s}

@@ -441,6 +441,7 @@ class ServeState:
             fut = loop.run_in_executor(self.executor, self._compute, mv, method, fn, [x for _, x in todo],
                                        [k for k, _ in todo], params, seed, started, person)
             self._in_flight += 1
+            fut.prefstream_due = t0 + deadline   # when the request that started it stopped waiting
             for k, _ in todo:
                 flying[k] = fut
 
@@ -454,8 +455,15 @@ class ServeState:
 
             fut.add_done_callback(done)
         futs = {k: flying[k] for k, h in zip(keys, hits) if h is None and k in flying}   # (they leave flying when done)
+        wait = 0.0
         if futs:
-            await asyncio.wait(set(futs.values()), timeout=deadline)
+            # a batch started by an earlier request is waited for until that request's own deadline at most:
+            # once one request has paid the deadline for a slow pair, the next ones answer at once (missing)
+            # while it finishes in the background, instead of each paying it again
+            due = max(getattr(f, "prefstream_due", t0 + deadline) for f in futs.values())
+            wait = min(deadline, max(0.0, due - time.perf_counter()))
+            if wait > 0:
+                await asyncio.wait(set(futs.values()), timeout=wait)
         now = time.perf_counter()
         answers: list = []
         for k, x, h in zip(keys, examples, hits):
@@ -478,7 +486,7 @@ class ServeState:
             elif f is None or not f.done():
                 t = started.get("t")
                 answers.append(asyncio.TimeoutError(
-                    dict(deadline_s=deadline, elapsed_s=round(now - t0, 6),
+                    dict(deadline_s=deadline, elapsed_s=round(now - t0, 6), waited_s=round(wait, 6),
                          queued_s=round((t if t is not None else now) - t0, 6),
                          computing_s=round(now - t, 6) if t is not None else 0.0)))
             else:
@@ -528,7 +536,7 @@ class ServeState:
                 out.append(missing(x, mv, method, "deadline_exceeded",
                                    f"not finished within the ranking's {deadline:g} s deadline "
                                    f"(serve_rank_explain_deadline_s); it goes on and a later ranking finds it "
-                                   f"(spent: {a.args[0]})"))
+                                   f"(spent: {a.args[0]})", waited_s=a.args[0]["waited_s"]))
             elif isinstance(a, _Busy):
                 out.append(missing(x, mv, method, "busy", str(a)))
             elif isinstance(a, NotFittedError):
