@@ -194,3 +194,35 @@ def test_a_non_personal_model_answers_for_a_person_with_the_population():
                                      "user_id": "ann"}).json()
     assert rec["extra"]["user_id"] == "ann" and rec["extra"]["personalized"] is False
     st.executor.shutdown(wait=True)
+
+
+def test_the_demo_shows_a_persons_ranking_beside_the_populations_and_what_sets_them_apart(served):
+    """stream/demo/serve.py's person view, against the app: the person's top 5 are the learner's own, and the
+    deviation method (registered here as the personal models' "δ_u alone" method is) explains their #1 vs #2."""
+    from starlette.testclient import TestClient
+
+    from explainers import Explanation
+    from stream import registry
+    from stream.demo.serve import DEVIATION_METHOD, format_person, person_view
+
+    st, app, trained, items = served
+    name = "linear-bt-personal"
+    m = trained[name]
+
+    def deviation(learner, examples, ctx):
+        d = np.stack([learner.deviation(ex.user_id) for ex in examples])
+        # (recorded under a method name explanation.v1.json already lists; the personal models' own one names itself)
+        return Explanation(values=d, base_values=0.0, feature_names=list(learner.feature_names), method="linear-shapley")
+
+    registry.register_explainer(name, DEVIATION_METHOD, deviation)
+    with TestClient(app) as c:
+        v = person_view(c, name, "ann", {"ids": IDS, "top_k": 5})
+    order = [IDS[j] for j in np.argsort(-m.score(_X(items, IDS), "ann"), kind="stable")]
+    assert v["personalized"] and v["person_version"] == m.person_info("ann")["version"]
+    assert [it["id"] for it in v["top"]] == order[:5]
+    assert v["population_top"] == [IDS[j] for j in np.argsort(-m.score(_X(items, IDS)), kind="stable")][:5]
+    d = m.deviation("ann")
+    assert [f for f, _ in v["apart"]["top_features"]] == [FEATURES[j] for j in np.argsort(-np.abs(d))]
+    np.testing.assert_allclose([x for _, x in v["apart"]["top_features"]], d[np.argsort(-np.abs(d))], rtol=0, atol=1e-12)
+    text = "\n".join(format_person(v))
+    assert "for person ann" in text and "what sets ann apart" in text
