@@ -239,6 +239,9 @@ class ReadyResponse(BaseModel):
                                                 "(the others have none published yet).")
     catalog_caught_up: bool
     models_caught_up: bool
+    people_caught_up: bool = Field(..., description="The people's changelog (prefstream.people) read to the end it had "
+                                                    "at start; required for readiness only while a personal model "
+                                                    "is served.")
 
 
 class ErrorResponse(BaseModel):

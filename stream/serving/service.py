@@ -605,6 +605,11 @@ class ServeState:
         caught = [f.caught_up.is_set() for f in self.followers]
         models_caught = bool(caught) and caught[0]
         items_caught = len(caught) > 1 and caught[1]
-        return {"ready": not missing and models_caught and items_caught, "missing": missing,
-                "loading": [m for m in missing if m in self.published],
-                "catalog_caught_up": items_caught, "models_caught_up": models_caught}
+        people_caught = len(caught) > 2 and caught[2]
+        # the people's changelog gates readiness only while a personal model is served (a server of other
+        # models never waits for a topic it does not need, which may not exist)
+        personal = any(self.people.personal(mv.learner) for mv in self.live.versions().values())
+        return {"ready": not missing and models_caught and items_caught and (people_caught or not personal),
+                "missing": missing, "loading": [m for m in missing if m in self.published],
+                "catalog_caught_up": items_caught, "models_caught_up": models_caught,
+                "people_caught_up": people_caught}
