@@ -99,6 +99,12 @@ def test_rank_and_compare_for_a_person_are_the_learners_own(served, name):
     got = {it["id"]: it["score"] for it in r["items"]}
     np.testing.assert_allclose([got[i] for i in IDS], want, rtol=0, atol=1e-9)
     assert [it["id"] for it in r["items"]] == [IDS[j] for j in np.argsort(-want, kind="stable")]
+    for _ in range(2):   # the second request builds the person's catalog utilities, the third gathers from them
+        again = _post(app, "/v1/rank", {"model": name, "ids": IDS[::-1], "user_id": "ann"}).json()
+        np.testing.assert_allclose([{it["id"]: it["score"] for it in again["items"]}[i] for i in IDS], want,
+                                   rtol=0, atol=1e-9)
+    (full,) = [v for v in st.live.get(name).cache["person_catalog"].values() if isinstance(v, np.ndarray)]
+    assert full.shape[0] >= N_ITEMS
     pop = _post(app, "/v1/rank", {"model": name, "ids": IDS}).json()
     assert (pop["user_id"], pop["personalized"], pop["person_version"]) == (None, False, 0)
     np.testing.assert_allclose([{it["id"]: it["score"] for it in pop["items"]}[i] for i in IDS],
@@ -108,7 +114,7 @@ def test_rank_and_compare_for_a_person_are_the_learners_own(served, name):
     assert stranger["items"] == pop["items"] and not stranger["personalized"] and stranger["person_version"] == 0
     count = lambda v: st.metrics.registry.get_sample_value("prefstream_predictions_total",  # noqa: E731
                                                           {"model": name, "personalized": v})
-    assert (count("true"), count("false")) == (1.0, 2.0)      # ann; the population and the stranger
+    assert (count("true"), count("false")) == (3.0, 2.0)      # ann thrice; the population and the stranger
     c = _post(app, "/v1/compare", {"model": name, "left": {"id": "i1"}, "right": {"id": "i2"}, "user_id": "ann"}).json()
     CompareResponse.model_validate(c)
     p = m.predict_proba_many(_X(items, ["i1"]), _X(items, ["i2"]), user_ids=["ann"])[0]

@@ -33,13 +33,17 @@ from stream.serving.scoring import Scorer, scorer_for
 from stream.workers._snapshot import parse_snapshot_key
 from stream.workers.live_models import LiveModels, ModelVersion
 
-__all__ = ["DEFAULT_METHODS", "WARM_WINDOW_S", "ServeState"]
+__all__ = ["DEFAULT_METHODS", "PERSON_CATALOG_BYTES", "WARM_WINDOW_S", "ServeState"]
 
 log = logging.getLogger(__name__)
 
 #: A new model version is warmed (scorer, default explainer) when the model was asked for an explanation
 #: within this many seconds.
 WARM_WINDOW_S = 600.0
+
+#: Bytes of per-person catalog utilities kept per model version (``ServeState._person_catalog``): 64 MiB, e.g.
+#: 10,000 people of an 800-item catalog.
+PERSON_CATALOG_BYTES = 64 * 2**20
 
 #: The method ``/v1/explain`` uses when the request names none (else the first registered one).
 DEFAULT_METHODS = {"linear-bt": "linear-shapley", "capacity": "distributional-bernoulli", "gpm": "pref-shap",
@@ -211,6 +215,9 @@ class ServeState:
         ids, X, rows = candidates(req, sc.feature_names, self.catalog, self.settings.serve_max_items)
         u = context_vector(req.context, sc.context_names)
         if person["personalized"]:
+            full = None if rows is None else self._person_catalog(mv, sc, person)
+            if full is not None:
+                return mv, sc, ids, X, full[rows], u, person
             return mv, sc, ids, X, self._call(sc.person_scores, X, req.user_id), u, person
         prep = None if rows is None else self._catalog_prep(mv, sc)
         if prep is not None:
@@ -235,6 +242,38 @@ class ServeState:
         prep = self._call(sc.prepare_catalog, X, ok)
         mv.cache["catalog"] = (ver, prep)
         return prep
+
+    def _person_catalog(self, mv: ModelVersion, sc: Scorer, person: dict, now: bool = False) -> np.ndarray | None:
+        """A person's utility of every catalog row (NaN for rows without an item), per model version, catalog
+        version and person state version: a person's next rankings by id and recommendations are a gather.
+
+        Made on the second rank request that finds the same (person, state, catalog), or at once for a
+        recommendation (which scores the whole catalog anyway); the people kept per version are bounded
+        by :data:`PERSON_CATALOG_BYTES` (least recently used leave first).
+        """
+        from collections import OrderedDict
+
+        key = (person["user_id"], person["person_version"], self.catalog.version)
+        lru = mv.cache.get("person_catalog")
+        if lru is None:
+            lru = mv.cache.setdefault("person_catalog", OrderedDict())
+        hit = lru.get(key)
+        if isinstance(hit, np.ndarray):
+            lru.move_to_end(key)
+            return hit
+        if hit is None and not now:
+            lru[key] = "seen"   # the first sight: only the request's candidates are scored
+            return None
+        X, ok = self.catalog.view(sc.feature_names)
+        full = np.full(X.shape[0], np.nan)
+        if ok.any():
+            full[ok] = self._call(sc.person_scores, X[ok], person["user_id"])
+        lru[key] = full
+        lru.move_to_end(key)
+        keep = max(1, PERSON_CATALOG_BYTES // max(1, full.nbytes))
+        while len(lru) > keep:
+            lru.popitem(last=False)
+        return full
 
     def rank(self, req) -> tuple[dict, Any]:
         """The rank response, and the explanation job of its top_k (or None)."""
@@ -300,8 +339,7 @@ class ServeState:
             out.update(items=[], catalog_items=0, excluded=0)
             return out
         if person["personalized"]:
-            X, _ = self.catalog.view(sc.feature_names)
-            scores = self._call(sc.person_scores, X[rows], req.user_id)
+            scores = self._person_catalog(mv, sc, person, now=True)[rows]
         else:
             prep = self._catalog_prep(mv, sc, now=True)
             scores = self._call(sc.rank_catalog, prep, rows, u) if prep is not None else None
