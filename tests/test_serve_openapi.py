@@ -48,8 +48,10 @@ def api_schema():
     from stream.settings import Settings
 
     register_all()
+    # deadlines far above any explanation here: a 504 (documented, a 5xx) must not come from the machine's load
     st = ServeState(Settings.load(None, {"models": ["linear-bt", "capacity"], "serve_max_items": 50,
-                                         "serve_rank_explain_deadline_s": 0.5}, environ={}))
+                                         "serve_rank_explain_deadline_s": 30.0, "serve_explain_deadline_s": 30.0},
+                                  environ={}))
     rng = np.random.default_rng(1)
     for i in IDS:
         st.on_item(i.encode(), json.dumps({"schema_version": 1, "item_id": i,
