@@ -58,15 +58,9 @@ class CatalogMatrix(ItemCatalog):
         self._n_rows = 0
         self._views: dict[tuple[str, ...], _View] = {}
         self._lock = threading.Lock()
-        self._matrix_version = 0
+        self.version = 0
         self._frozen: tuple[int, ItemCatalog] | None = None
         self._complete: dict = {}
-
-    @property
-    def version(self) -> int:
-        """Grows with every change (upsert or delete), read-only (this class's own counter, so that it also
-        overrides a read-only ``ItemCatalog.version``)."""
-        return self._matrix_version
 
     # ------------------------------------------------------------------ writing
     def upsert(self, record) -> None:
@@ -83,13 +77,13 @@ class CatalogMatrix(ItemCatalog):
                     self._row[item_id] = r
                 for v in self._views.values():
                     self._write(v, r, feats)
-            self._matrix_version += 1
+            self.version += 1
 
     def delete(self, item_id: str) -> None:
         super().delete(item_id)
         with self._lock:
             self._drop(item_id)
-            self._matrix_version += 1
+            self.version += 1
 
     def _drop(self, item_id: str) -> None:
         r = self._row.pop(item_id, None)
