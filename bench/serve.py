@@ -20,6 +20,16 @@ What it does, in one run:
      is half of the rate measured above; wrk's ``delay()``);
    * ``explain_p99_ms_prefshap``: ``POST /v1/explain`` (gpm, pref-shap, default budgets) from one
      connection;
+   * ``rank_explain_p99_ms_{capacity,gpm}``: ``POST /v1/rank`` with 100 ids, ``top_k`` 5 and ``explain``
+     (``capacity-shapley``, the GPM's ``pref-shap``) from one connection, beside the plain top-5 rank
+     from one connection in the same run (the ratio is printed); ``rank_explain_errors`` counts their
+     non-2xx answers and socket errors (an explanation past ``serve_rank_explain_deadline_s`` is marked
+     missing in a 200, and one sampled answer's missing count is printed);
+   * ``rank_p99_ms_personal``: ``POST /v1/rank`` with the same 100 ids for a person with state
+     (``capacity-personal``, learned in-process on the same events given 40 synthetic people and
+     published as a learner worker does: the snapshot without people, one ``prefstream.people``
+     record per person) and ``recommend_p99_ms``: ``POST /v1/recommend``, the person's top 10 of
+     the whole 800-item catalog; both at half their sustained rate, as ``rank_p99_ms_*``;
    * ``swap_errors``: non-2xx answers and socket errors of a ``--swap-seconds`` rank run while
      events keep flowing, so that the learner publishes a new snapshot about every second
      (the swaps counted from the server's ``prefstream_model_swaps_total``).
@@ -31,7 +41,8 @@ Last line::
 
     empty_rps=… rank_ids_rps_capacity=… rank_ids_rps_gpm=… rank_inline_rps_capacity=… ids_over_empty_capacity=…
     ids_over_empty_gpm=… inline_over_empty_capacity=… rank_p99_ms_capacity=… rank_p99_ms_gpm=…
-    explain_p99_ms_prefshap=… swap_errors=…
+    explain_p99_ms_prefshap=… swap_errors=… rank_explain_p99_ms_capacity=… rank_explain_p99_ms_gpm=… rank_explain_errors=…
+    rank_p99_ms_personal=… recommend_p99_ms=…
 
 Reproduce: ``PREFSTREAM_DATA_DIR=../shared/data python bench/serve.py --out /tmp/serve.json`` (wrk from
 Debian's ``wrk`` package; the broker of ``make broker-start``).
@@ -52,12 +63,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench.worker_run import create_run_topics, delete_topics, stop_worker  # noqa: E402
+from bench.worker_run import RUN_TOPIC_KINDS, create_run_topics, delete_topics, stop_worker  # noqa: E402
 from stream.demo.workers import free_port  # noqa: E402
 
 KEYS = ("empty_rps", "rank_ids_rps_capacity", "rank_ids_rps_gpm", "rank_inline_rps_capacity", "ids_over_empty_capacity",
         "ids_over_empty_gpm", "inline_over_empty_capacity", "rank_p99_ms_capacity", "rank_p99_ms_gpm",
-        "explain_p99_ms_prefshap", "swap_errors")
+        "explain_p99_ms_prefshap", "swap_errors", "rank_explain_p99_ms_capacity", "rank_explain_p99_ms_gpm",
+        "rank_explain_errors", "rank_p99_ms_personal", "recommend_p99_ms")
+
+#: The person whose requests are measured (one of the synthetic people of the personal model's stream).
+PERSON = "u7"
+N_PEOPLE = 40
 
 
 # ----------------------------------------------------------------------------- wrk
@@ -157,7 +173,7 @@ def main(argv=None) -> int:
     # serving cost depends on the number of Nyström centres, not on λ or the length-scales)
     params["gpm"].update({"refit_every": 10**9, "drift": False,
                           "model_params": {"penalty": 1e-3, "lengthscale_multiplier": 1.0, "item_constant": 1.0}})
-    topics, opts, run_id = create_run_topics("bench-serve", args.bootstrap)
+    topics, opts, run_id = create_run_topics("bench-serve", args.bootstrap, kinds=tuple(RUN_TOPIC_KINDS) + ("people",))
     tmp = Path(tempfile.mkdtemp(prefix="prefstream-bench-serve-"))
     procs: list[subprocess.Popen] = []
     load0 = os.getloadavg()
@@ -169,6 +185,7 @@ def main(argv=None) -> int:
         for ev in events[: args.events]:
             producer.send(topics["preferences"], key=ev["event_id"].encode(), value=json.dumps(ev).encode())
         producer.flush(60)
+        personal_state = _personal(producer, topics, ds, params["capacity"], events[: args.events])
         env = _env(topics, args.bootstrap, ds, {"PREFSTREAM_MODEL_PARAMS": json.dumps(params),
                                                  "PREFSTREAM_SNAPSHOT_EVERY_SECONDS": "1",
                                                  "PREFSTREAM_SNAPSHOT_EVERY_EVENTS": "100000",
@@ -179,7 +196,8 @@ def main(argv=None) -> int:
                                    cwd=REPO, env=env, stdout=open(tmp / "learn.log", "w"), stderr=subprocess.STDOUT)
         procs.append(learner)
         port = free_port()
-        server = subprocess.Popen([sys.executable, "-m", "stream", "serve", "--port", str(port), "--models", "capacity,gpm"],
+        server = subprocess.Popen([sys.executable, "-m", "stream", "serve", "--port", str(port), "--models",
+                                   "capacity,gpm,capacity-personal"],
                                   cwd=REPO, env=env, stdout=open(tmp / "serve.log", "w"), stderr=subprocess.STDOUT)
         procs.append(server)
         base = f"http://127.0.0.1:{port}"
@@ -217,6 +235,7 @@ def main(argv=None) -> int:
         feats = {str(r["item_id"]): r["features"] for r in ds.item_records()}
         names = list(ds.feature_names)
         body_ids = {m: json.dumps({"model": m, "ids": ids}).encode() for m in ("capacity", "gpm")}
+        body_top5 = {m: json.dumps({"model": m, "ids": ids, "top_k": 5}).encode() for m in ("capacity", "gpm")}
         body_cols = json.dumps({"model": "capacity", "columns": {"feature_names": names, "ids": ids,
                                                                  "rows": [[feats[i][f] for f in names] for i in ids]}}).encode()
         body_explain = json.dumps({"model": "gpm", "method": "pref-shap", "left": {"id": ids[0]},
@@ -232,7 +251,18 @@ def main(argv=None) -> int:
             time.sleep(1.0)
         assert r.status_code == 200, r.text
 
-        res: dict = {"versions": versions, "load_before": load0}
+        body_person = json.dumps({"model": "capacity-personal", "ids": ids, "user_id": PERSON}).encode()
+        body_recommend = json.dumps({"model": "capacity-personal", "user_id": PERSON, "top_k": 10}).encode()
+        for path, b in (("/v1/rank", body_person), ("/v1/recommend", body_recommend)):   # a person with state
+            for _ in range(60):
+                r = httpx.post(base + path, content=b, headers={"Content-Type": "application/json"}, timeout=60)
+                if r.status_code == 200 and r.json()["personalized"]:
+                    break
+                time.sleep(1.0)
+            assert r.status_code == 200 and r.json()["personalized"], r.text
+            assert r.json()["person_version"] == personal_state["version"], (r.json(), personal_state)
+
+        res: dict = {"versions": versions, "load_before": load0, "person": {"user_id": PERSON, **personal_state}}
         spid = server.pid
         c, s = args.connections, args.seconds
         res["empty"] = wrk(base + "/healthz", tmp, "empty", connections=c, seconds=s, server_pid=spid)
@@ -246,6 +276,21 @@ def main(argv=None) -> int:
             res[f"rank_half_{m}"] = wrk(base + "/v1/rank", tmp, f"half_{m}", "POST", body_ids[m], pc, s, d, spid)
         res["explain_prefshap"] = wrk(base + "/v1/explain", tmp, "explain", "POST", body_explain, 1, args.explain_seconds,
                                       server_pid=spid)
+        # explanations inside the ranking (issue 29 item 4): one connection, the same 100 ids, top 5 explained each
+        # against the next, beside the plain rank from one connection in the same run (the anchor of the ratio)
+        for m, method in (("capacity", "capacity-shapley"), ("gpm", "pref-shap")):
+            res[f"rank_one_{m}"] = wrk(base + "/v1/rank", tmp, f"one_{m}", "POST", body_top5[m], 1, args.explain_seconds,
+                                       server_pid=spid)
+            b = json.dumps({"model": m, "ids": ids, "top_k": 5, "explain": method}).encode()
+            res[f"rank_explain_{m}"] = wrk(base + "/v1/rank", tmp, f"rank_explain_{m}", "POST", b, 1,
+                                           args.explain_seconds, server_pid=spid)
+            res[f"rank_explain_{m}"]["missing"] = _missing(base, b)
+        # per person (issue 28): 100 candidates by id for a person with state, and the top 10 of the whole catalog
+        res["rank_ids_personal"] = wrk(base + "/v1/rank", tmp, "ids_personal", "POST", body_person, c, s, server_pid=spid)
+        res["recommend"] = wrk(base + "/v1/recommend", tmp, "recommend", "POST", body_recommend, c, s, server_pid=spid)
+        for key, path, b in (("rank_ids_personal", "/v1/rank", body_person), ("recommend", "/v1/recommend", body_recommend)):
+            d = max(1, int(round(1e3 * pc / (res[key]["rps"] / 2.0))))
+            res[f"{key}_half"] = wrk(base + path, tmp, f"{key}_half", "POST", b, pc, s, d, spid)
         # hot swap: events keep flowing (a snapshot about every second) while wrk ranks
         swaps0 = _swaps(base)
         stop = threading.Event()
@@ -286,18 +331,70 @@ def main(argv=None) -> int:
     fig["rank_p99_ms_gpm"] = res["rank_half_gpm"]["p99_ms"]
     fig["explain_p99_ms_prefshap"] = res["explain_prefshap"]["p99_ms"]
     fig["swap_errors"] = res["swap_run"]["non_2xx"] + res["swap_run"]["socket_errors"]
+    fig["rank_explain_p99_ms_capacity"] = res["rank_explain_capacity"]["p99_ms"]
+    fig["rank_explain_p99_ms_gpm"] = res["rank_explain_gpm"]["p99_ms"]
+    fig["rank_explain_errors"] = sum(res[f"rank_explain_{m}"]["non_2xx"] + res[f"rank_explain_{m}"]["socket_errors"]
+                                     for m in ("capacity", "gpm"))
+    fig["rank_p99_ms_personal"] = res["rank_ids_personal_half"]["p99_ms"]
+    fig["recommend_p99_ms"] = res["recommend_half"]["p99_ms"]
     res["figures"] = fig
     for k in ("empty", "rank_ids_capacity", "rank_ids_gpm", "rank_inline_capacity", "rank_half_capacity", "rank_half_gpm",
-              "explain_prefshap", "swap_run"):
+              "explain_prefshap", "rank_one_capacity", "rank_explain_capacity", "rank_one_gpm", "rank_explain_gpm",
+              "rank_ids_personal", "rank_ids_personal_half", "recommend", "recommend_half", "swap_run"):
         r = res[k]
         print(f"{k:22s} {r['rps']:9.1f} req/s  p50 {r['p50_ms']} ms  p99 {r['p99_ms']} ms  c={r['connections']}"
               f"{' delay ' + str(r['delay_ms']) + ' ms' if r['delay_ms'] else ''}  non2xx {r['non_2xx']}  "
               f"wrk cpu {r['wrk_cpu_s']} s  server cpu {r['server_cpu_s']} s")
+    for m in ("capacity", "gpm"):
+        one, ex = res[f"rank_one_{m}"], res[f"rank_explain_{m}"]
+        print(f"rank + explain top 5 ({m}): p99 {ex['p99_ms']} ms = {ex['p99_ms'] / one['p99_ms']:.2f} x the plain rank's "
+              f"p99 {one['p99_ms']} ms (one connection, same run); explanations marked missing in a sampled answer: "
+              f"{ex['missing']}")
+    print(f"per person ({PERSON}, {res['person']['version']} events in their state): rank p99 "
+          f"{fig['rank_p99_ms_personal']} ms vs the population's {fig['rank_p99_ms_capacity']} ms "
+          f"({fig['rank_p99_ms_personal'] / fig['rank_p99_ms_capacity']:.2f} x); recommend (top 10 of "
+          f"{ds.n_items} items) p99 {fig['recommend_p99_ms']} ms")
     print(f"swaps during the swap run: {res['swaps_during_swap_run']}; load average before {load0}, after {res['load_after']}")
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1))
     print(" ".join(f"{k}={fig[k]}" for k in KEYS))
     return 0
+
+
+def _personal(producer, topics: dict, ds, cap_params: dict, events: list) -> dict:
+    """Publish a ``capacity-personal`` learned in-process on the same events, each given one of
+    :data:`N_PEOPLE` synthetic people (event k → person ``u<k mod N>``), as a learner worker publishes it:
+    the snapshot without people on the model topic, one changelog record per person on the people
+    topic. Returns the measured person's ``person_info``."""
+    import numpy as np
+
+    from stream import registry
+    from stream.contract import encode_snapshot
+    from stream.contract.people import encode_person, person_key
+    from stream.models import register_all
+    from stream.settings import Settings
+
+    register_all()
+    m = registry.get_model("capacity-personal").factory(Settings.load(None, {"feature_names": list(ds.feature_names)},
+                                                                       environ={}), dict(cap_params))
+    n = len(events)
+    XL, XR = ds.XL[:n], ds.XR[:n]
+    m.learn_many(XL, XR, np.asarray(ds.outcome[:n]), user_ids=[f"u{k % N_PEOPLE}" for k in range(n)])
+    producer.send(topics["models"], key=b"capacity-personal@bench:0",
+                  value=encode_snapshot("capacity-personal", 1, n, m.state_dict(people=False)))
+    for user in m.people():
+        producer.send(topics["people"], key=person_key("capacity-personal", user),
+                      value=encode_person(m.person_state(user), source="bench:0", offset=n))
+    producer.flush(60)
+    return m.person_info(PERSON)
+
+
+def _missing(base: str, body: bytes) -> int:
+    """How many explanations one rank-with-explain answer marks missing (deadline passed)."""
+    import httpx
+
+    r = httpx.post(base + "/v1/rank", content=body, headers={"Content-Type": "application/json"}, timeout=60)
+    return sum(1 for e in r.json().get("explanations") or [] if e.get("missing")) if r.status_code == 200 else -1
 
 
 def _swaps(base: str) -> float:

@@ -226,6 +226,11 @@ class Settings:
     serve_max_items: int = _f(1000, "Largest number of candidates in one rank request (more: 413).", "int", lo=2)
     serve_explain_deadline_s: float = _f(2.0, "Seconds an explanation may take before prefstream serve answers 504.",
                                          "float", lo=0, lo_open=True)
+    serve_rank_explain_deadline_s: float = _f(0.25, "Seconds a ranking waits for its explanations; the ones not done "
+                                              "are answered as missing (and finish in the background).",
+                                              "float", lo=0, lo_open=True)
+    serve_explain_cache_items: int = _f(4096, "Explanation records prefstream serve keeps per model version "
+                                        "(least recently used leave first; 0 keeps none).", "int", lo=0)
     serve_explain_threads: int = _f(2, "Explanations computed at once per server process (the others wait, within "
                                     "their deadline).", "int", lo=1, hi=64)
     # ------------------------------------------------------------ click sessions → pairs

@@ -147,7 +147,7 @@ def test_serve_says_whether_a_missing_model_is_loading_unpublished_or_not_served
     assert detail("gpm") == (503, "not_loaded", "Model 'gpm' is loading (its snapshot was read from m); retry in a "
                                                 "few seconds.")
     assert st.readiness() == {"ready": False, "missing": ["capacity", "gpm"], "loading": ["gpm"],
-                              "catalog_caught_up": True, "models_caught_up": True}
+                              "catalog_caught_up": True, "models_caught_up": True, "people_caught_up": False}
     assert detail("linear-bt") == (404, "not_served", "Model 'linear-bt' is not served here; this server's models "
                                                       "are ['capacity', 'gpm'] (start it with --models to serve "
                                                       "others).")

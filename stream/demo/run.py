@@ -51,7 +51,7 @@ from stream.demo.config import default_model_params, default_sample_rate, write_
 from stream.demo.errors import DemoError
 from stream.demo.events import demo_stream, session_pairs
 from stream.demo.scrape import MetricsScraper
-from stream.demo.serve import demo_candidates, query_server, serve_command
+from stream.demo.serve import demo_candidates, demo_person, query_server, serve_command
 from stream.demo.summary import format_summary, read_curve, summarise
 from stream.demo.topics import delete_topics, read_topic
 from stream.demo.waits import wait_explained, wait_learned, wait_warm
@@ -216,7 +216,7 @@ def _run_demo(dataset: str = "train", data_dir: str | os.PathLike | None = None,
         wait_explained(run.workers, run.scraper, quiet_period_s, explain_timeout_s)
         run.scraper.poll()
         served = query_server(sport, plan.models, demo_candidates(plan.records, list(plan.ds.item_records())),
-                              check_alive=run.workers.check_alive)
+                              check_alive=run.workers.check_alive, person=demo_person(plan.records))
         codes = run.workers.stop()
         run.scraper.stop()
         records = [json.loads(v) for _, v in read_topic(run.topics["explanations"], run.opts) if v is not None]

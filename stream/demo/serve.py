@@ -23,7 +23,58 @@ import time
 
 from stream.demo.errors import DemoError
 
-__all__ = ["demo_candidates", "format_serve", "query_server", "serve_command"]
+__all__ = ["demo_candidates", "demo_person", "format_serve", "person_view", "query_server", "serve_command"]
+
+#: "How this person differs": the personal capacity's indices of δ_u alone (stream/plugins/personal.py).
+DEVIATION_METHOD = "capacity-shapley-deviation"
+
+
+def demo_person(records) -> str | None:
+    """The person with the most preference events of the run (the demo's personalized view), or None.
+
+    >>> demo_person([("preference", {"user_id": "a"}), ("preference", {"user_id": "b"}),
+    ...              ("preference", {"user_id": "b"}), ("click", {"user_id": "a"})])
+    'b'
+    >>> demo_person([("preference", {})]) is None
+    True
+    """
+    from collections import Counter
+
+    n = Counter(rec.get("user_id") for kind, rec in records if kind == "preference" and rec.get("user_id"))
+    return n.most_common(1)[0][0] if n else None
+
+
+def person_view(client, model: str, user_id: str, body: dict) -> dict:
+    """One person's ranking of the demo's candidates beside the population's, and what sets them apart.
+
+    ``body`` is the population's rank body (candidates, ``top_k``). The person's ranking is the same
+    body with ``user_id``; "what sets them apart" is :data:`DEVIATION_METHOD` (the Shapley values of
+    the person's deviation δ_u alone) of their #1 against their #2, when the model has it.
+
+    Returns
+    -------
+    dict
+        ``{"model", "user_id", "personalized", "person_version", "top": [{"id", "score"}],
+        "population_top": [ids], "apart": {"method", "top_features"} or None}``.
+    """
+    pop = client.post("/v1/rank", json={**body, "model": model}).json()
+    me = client.post("/v1/rank", json={**body, "model": model, "user_id": user_id}).json()
+    out = {"model": model, "user_id": user_id, "personalized": bool(me.get("personalized")),
+           "person_version": me.get("person_version", 0),
+           "top": [{"id": it["id"], "score": it["score"]} for it in me.get("items", [])],
+           "population_top": [it["id"] for it in pop.get("items", [])], "apart": None}
+    methods = {m["model"]: m["methods"] for m in client.get("/v1/models").json().get("models", [])}.get(model, [])
+    if out["personalized"] and DEVIATION_METHOD in methods and len(out["top"]) >= 2:
+        by_id = {x["id"]: x for x in body.get("items", [])}
+        a, b = ({"id": out["top"][i]["id"]} if out["top"][i]["id"] not in by_id else by_id[out["top"][i]["id"]]
+                for i in (0, 1))
+        r = client.post("/v1/explain", json={"model": model, "method": DEVIATION_METHOD, "left": a, "right": b,
+                                             "user_id": user_id})
+        if r.status_code == 200:
+            rec = r.json()
+            pairs = sorted(zip(rec["feature_names"], rec["values"]), key=lambda p: -abs(_num(p[1])))
+            out["apart"] = {"method": rec["method"], "top_features": [[n, _num(v)] for n, v in pairs[:3]]}
+    return out
 
 
 def serve_command(bootstrap: str, topics: dict, models: list) -> str:
@@ -61,8 +112,9 @@ def demo_candidates(records, item_records, k: int = 8) -> list[dict]:
 
 
 def query_server(port: int, models: list[str], candidates: list[dict], check_alive=None, timeout_s: float = 90.0,
-                 top_k: int = 5) -> dict:
-    """Wait until the server is ready, rank ``candidates`` and explain #1 against #2.
+                 top_k: int = 5, person: str | None = None) -> dict:
+    """Wait until the server is ready, rank ``candidates`` and explain #1 against #2; with ``person`` and a
+    personal model among ``models``, also that person's view (:func:`person_view`, under ``"person"``).
 
     Returns
     -------
@@ -122,6 +174,9 @@ def query_server(port: int, models: list[str], candidates: list[dict], check_ali
                                       "top_features": [[n, _num(v)] for n, v in pairs[:3]]}
             else:
                 out["explanation"] = {"error": r.json().get("error"), "detail": r.json().get("detail")}
+        personal = [m for m in models if m.endswith("-personal")]
+        if person is not None and personal:
+            out["person"] = person_view(c, personal[0], person, {k: v for k, v in body.items() if k != "model"})
     return out
 
 
@@ -145,4 +200,34 @@ def format_serve(s: dict) -> list[str] | str:
                      f"{s['latency_ms'].get('explain', 0):.0f} ms; prediction {e['prediction']:.3g}): {feats}")
     elif e:
         lines.append(f"  explanation refused: {e['error']}: {e['detail']}")
+    p = s.get("person")
+    if p:
+        lines.extend(format_person(p))
     return "\n".join(lines)
+
+
+def format_person(p: dict) -> list[str]:
+    r"""Lines of :func:`person_view`'s result.
+
+    >>> print("\n".join(format_person({"model": "capacity-personal", "user_id": "42", "personalized": True,
+    ...     "person_version": 12, "top": [{"id": "b", "score": 0.9}, {"id": "a", "score": 0.5}],
+    ...     "population_top": ["a", "b"], "apart": {"method": "capacity-shapley-deviation",
+    ...     "top_features": [["price", -0.31], ["time", 0.12]]}})))   # doctest: +NORMALIZE_WHITESPACE
+    for person 42         capacity-personal, their state v12 (12 events learned): top 2 (population's order: a, b)
+       1. b                       0.900  (population #2)
+       2. a                       0.500  (population #1)
+      what sets 42 apart (capacity-shapley-deviation, δ_u alone): price -0.31, time +0.12
+    """
+    if not p["personalized"]:
+        return [f"for person {p['user_id']:14s} not personalized by {p['model']} (no learned state): the population's ranking"]
+    pop = {i: k for k, i in enumerate(p["population_top"], 1)}
+    lines = [f"for person {p['user_id']:14s} {p['model']}, their state v{p['person_version']} ({p['person_version']} "
+             f"events learned): top {len(p['top'])} (population's order: {', '.join(p['population_top'])})"]
+    for k, it in enumerate(p["top"], 1):
+        where = f"population #{pop[it['id']]}" if it["id"] in pop else "not in the population's top"
+        lines.append(f"  {k:2d}. {it['id']:22s} {it['score']:6.3f}  ({where})")
+    a = p.get("apart")
+    if a:
+        feats = ", ".join(f"{n} {v:+.3g}" for n, v in a["top_features"])
+        lines.append(f"  what sets {p['user_id']} apart ({a['method']}, δ_u alone): {feats}")
+    return lines

@@ -56,8 +56,7 @@ def create_app(settings, state: ServeState | None = None, follow: bool = True) -
 
     @asynccontextmanager
     async def lifespan(app):
-        if follow:
-            await st.start()
+        await st.start(follow=follow)
         try:
             yield
         finally:
@@ -82,7 +81,9 @@ def create_app(settings, state: ServeState | None = None, follow: bool = True) -
     @api.exception_handler(StarletteHTTPException)
     async def _http(request, exc: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONBody(error_body(code, f"{request.method} {request.url.path}: {exc.detail}."), status_code=exc.status_code)
+        # the exception's headers travel (a 405 carries Starlette's ``Allow``, RFC 9110 §15.5.6)
+        return JSONBody(error_body(code, f"{request.method} {request.url.path}: {exc.detail}."), status_code=exc.status_code,
+                        headers=getattr(exc, "headers", None))
 
     @api.exception_handler(Exception)
     async def _unexpected(request, exc: Exception):   # a bug: logged with its traceback, answered in one line
@@ -96,14 +97,14 @@ def create_app(settings, state: ServeState | None = None, follow: bool = True) -
 
 def _document_bodies(api: FastAPI) -> None:
     """Add the request-body models (parsed from bytes by ``json_body``) to the generated OpenAPI document."""
-    from stream.serving.datamodels import CompareRequest, ExplainRequest, RankRequest
+    from stream.serving.datamodels import CompareRequest, ExplainRequest, RankRequest, RecommendRequest
 
     def openapi():
         if api.openapi_schema:
             return api.openapi_schema
         doc = get_openapi(title=api.title, version=api.version, description=api.description, routes=api.routes)
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-        for model in (RankRequest, CompareRequest, ExplainRequest):
+        for model in (RankRequest, CompareRequest, ExplainRequest, RecommendRequest):
             js = model.model_json_schema(ref_template="#/components/schemas/{model}")
             schemas.update(js.pop("$defs", {}))
             schemas[model.__name__] = js

@@ -60,6 +60,7 @@ class CatalogMatrix(ItemCatalog):
         self._lock = threading.Lock()
         self.version = 0
         self._frozen: tuple[int, ItemCatalog] | None = None
+        self._complete: dict = {}
 
     # ------------------------------------------------------------------ writing
     def upsert(self, record) -> None:
@@ -159,6 +160,29 @@ class CatalogMatrix(ItemCatalog):
         if not good.all():
             return X[rows], rows, [i for i, g in zip(ids, good.tolist()) if not g], []
         return X[rows], rows, [], []
+
+    def complete(self, names: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """``(ids, rows)`` of every item holding all of ``names``, in row order (the candidates of a
+        whole-catalog recommendation); made once per catalog version and feature order.
+
+        >>> cat = CatalogMatrix()
+        >>> for i, f in (("a", {"x": 1.0}), ("b", {"y": 2.0}), ("c", {"x": 3.0})):
+        ...     cat.upsert({"item_id": i, "features": f})
+        >>> ids, rows = cat.complete(("x",)); ids, rows.tolist()
+        (['a', 'c'], [0, 2])
+        """
+        key = tuple(names)
+        hit = self._complete.get(key)
+        if hit is not None and hit[0] == self.version:
+            return hit[1], hit[2]
+        v = self._view(key)
+        with self._lock:
+            ver = self.version
+            pairs = sorted((r, i) for i, r in self._row.items() if v.ok[r])
+        ids = [i for _, i in pairs]
+        rows = np.asarray([r for r, _ in pairs], dtype=np.intp)
+        self._complete[key] = (ver, ids, rows)
+        return ids, rows
 
     def view(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(X, ok)``: every row in ``names`` order, shape (capacity, len(names)), and the rows holding an item

@@ -15,13 +15,15 @@ Candidates of ``/v1/rank`` come in exactly one of three forms:
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from stream.contract import MAX_ABS_VALUE
 
 __all__ = [
     "Columns", "CompareRequest", "CompareResponse", "ErrorResponse", "ExplainRequest", "ExplanationRecord",
-    "HealthResponse", "ItemRef", "ModelInfo", "ModelsResponse", "RankRequest", "RankResponse", "RankedItem",
+    "HealthResponse", "ItemRef", "MissingExplanation", "ModelInfo", "ModelsResponse", "RankRequest", "RankResponse", "RankedItem", "RecommendRequest", "RecommendResponse",
     "ReadyResponse",
 ]
 
@@ -32,33 +34,65 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def _integral(v):
+    """An integer-valued JSON number (``5.0``) is the integer 5, as JSON Schema's ``integer`` says; ``5.5``,
+    ``"5"`` and ``true`` stay what they are and are refused by the strict integer check."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def json_int(lo: int, hi: int | None = None):
+    """A JSON integer in [lo, hi]: ``5`` or ``5.0`` (JSON Schema counts integer-valued numbers as integers);
+    the bounds are in the schema (``minimum`` / ``maximum``)."""
+    return Annotated[int, Field(ge=lo, le=hi), BeforeValidator(_integral)]
+
+
+#: A feature value. The bound ±MAX_ABS_VALUE is in the schema; a value beyond it (or non-finite, such as
+#: ``1e400``) is refused by the server with 422 ``out_of_range`` naming its path (stream.serving.inputs).
+Value = Annotated[float, WithJsonSchema({"type": "number", "minimum": -MAX_ABS_VALUE, "maximum": MAX_ABS_VALUE})]
+#: Seeds: 0 … 2^63 − 1.
+MAX_SEED = 2**63 - 1
+Seed = json_int(0, MAX_SEED)
+
+
 class ItemRef(_Strict):
     """One item: a catalog ``id``, inline ``features``, or both (inline features win)."""
 
     id: Optional[str] = Field(None, min_length=1, max_length=256, description="Catalog item id.")
-    features: Optional[dict[str, float]] = Field(None, description="Inline features {name: value}.")
+    features: Optional[dict[str, Value]] = Field(None, description="Inline features {name: value}.")
 
 
 class Columns(_Strict):
     """Inline candidates as one table: ``feature_names`` once, one row per candidate."""
 
-    feature_names: list[str] = Field(..., min_length=1, description="Column names of ``rows``.")
-    rows: list[list[float]] = Field(..., min_length=1, description="One row per candidate, len(feature_names) values each.")
-    ids: Optional[list[str]] = Field(None, description="Optional candidate ids (default: row numbers).")
+    feature_names: list[str] = Field(..., min_length=1, description="Column names of ``rows`` (no name twice).",
+                                     json_schema_extra={"uniqueItems": True})
+    rows: list[list[Value]] = Field(..., min_length=1, description="One row per candidate, len(feature_names) values each.")
+    ids: Optional[list[str]] = Field(None, description="Optional candidate ids (default: row numbers; no id twice).",
+                                     json_schema_extra={"uniqueItems": True})
+
+
+#: A person of a personal model (the event contract's ``user_id``: 1 to 512 characters).
+UserId = Annotated[str, Field(min_length=1, max_length=512)]
+_USER = ("The person asking (personal models such as capacity-personal score with their deviation; a person "
+         "the server does not hold, or any other model, answers with the population: personalized false).")
 
 
 class RankRequest(_Strict):
     """``POST /v1/rank``: order candidates best first."""
 
     model: str = Field(..., description="Model name, e.g. 'capacity' or 'gpm'.")
-    ids: Optional[list[str]] = Field(None, min_length=1, description="Candidates by catalog id.")
+    user_id: Optional[UserId] = Field(None, description=_USER)
+    ids: Optional[list[str]] = Field(None, min_length=1, json_schema_extra={"uniqueItems": True},
+                                     description="Candidates by catalog id, each once (an id given twice is "
+                                                 "refused: 422 duplicate_item).")
     columns: Optional[Columns] = None
-    items: Optional[list[ItemRef]] = Field(None, min_length=1)
-    context: Optional[dict[str, float]] = Field(None, description="Context features (context models such as cgpm).")
-    top_k: Optional[int] = Field(None, ge=1, description="Return the best top_k (default: all).")
+    items: Optional[list[ItemRef]] = Field(None, min_length=1, description="Candidates as item references (an id "
+                                                                           "given twice is refused).")
+    context: Optional[dict[str, Value]] = Field(None, description="Context features (context models such as cgpm).")
+    top_k: Optional[json_int(1)] = Field(None, description="Return the best top_k (default: all).")
     explain: Optional[str] = Field(None, description="An explanation method: explain each of the top_k items "
                                                      "against the next one in the ranking.")
-    seed: Optional[int] = Field(None, ge=0, description="Seed of sampling explainers (default: the seed setting).")
+    seed: Optional[Seed] = Field(None, description="Seed of sampling explainers (default: the seed setting).")
 
 
 class RankedItem(BaseModel):
@@ -71,6 +105,14 @@ class _Versioned(BaseModel):
     model: str
     version: int = Field(..., description="Merged version: the sum of the source versions.")
     source_versions: dict[str, int] = Field(..., description="Version of each source snapshot ('<topic>:<partition>').")
+
+
+class _Personalized(_Versioned):
+    user_id: Optional[str] = Field(..., description="The request's person (null: none asked).")
+    personalized: bool = Field(..., description="Scored with the person's own deviation (false: the population's "
+                                                "model; no person, a model without people, or a person not held).")
+    person_version: int = Field(..., ge=0, description="Version of the person's state that answered: the number of "
+                                                       "their events it has learned (0 when not personalized).")
 
 
 class ExplanationRecord(BaseModel):
@@ -91,23 +133,45 @@ class ExplanationRecord(BaseModel):
     compute_time_s: float
 
 
-class RankResponse(_Versioned):
+class MissingExplanation(BaseModel):
+    """In a ranking's ``explanations``: a pair not explained within the ranking's deadline, and why."""
+
+    missing: Literal[True]
+    reason: Literal["deadline_exceeded", "busy", "not_fitted", "failed"] = Field(
+        ..., description="deadline_exceeded (it goes on; a later ranking finds it in the cache), busy (the "
+                         "explanation pool is full), not_fitted, failed (the explainer refused the pair).")
+    detail: str
+    request_id: str
+    left_id: Optional[str] = None
+    right_id: Optional[str] = None
+    model_name: str
+    model_version: int
+    method: str
+    waited_s: Optional[float] = Field(None, description="Seconds this ranking waited for it (deadline_exceeded): the "
+                                                        "deadline for the ranking that started it, 0 for the later "
+                                                        "ones while it is still being computed.")
+
+
+class RankResponse(_Personalized):
     aggregate: str = Field(..., description="'utility' (sorted by f(x)) or 'mean_pairwise_probability' (Borda).")
     items: list[RankedItem]
-    explanations: Optional[list[ExplanationRecord]] = Field(
-        None, description="With 'explain': item k against item k + 1 of the ranking, for the top_k items.")
+    explanations: Optional[list[Union[ExplanationRecord, MissingExplanation]]] = Field(
+        None, description="With 'explain': item k against item k + 1 of the ranking, for the top_k items; a pair "
+                          "not explained within serve_rank_explain_deadline_s is a MissingExplanation in its place "
+                          "(the ranking itself never waits longer, and never fails for it).")
 
 
 class CompareRequest(_Strict):
     """``POST /v1/compare``: P(left ≻ right)."""
 
     model: str
+    user_id: Optional[UserId] = Field(None, description=_USER)
     left: ItemRef
     right: ItemRef
-    context: Optional[dict[str, float]] = None
+    context: Optional[dict[str, Value]] = None
 
 
-class CompareResponse(_Versioned):
+class CompareResponse(_Personalized):
     probability: float = Field(..., ge=0.0, le=1.0, description="P(left ≻ right).")
 
 
@@ -115,13 +179,33 @@ class ExplainRequest(_Strict):
     """``POST /v1/explain``: one explanation record of left vs right, under the deadline."""
 
     model: str
+    user_id: Optional[UserId] = Field(None, description=_USER + " The record's extra names the person.")
     method: Optional[str] = Field(None, description="Default: the model's default method (see GET /v1/models).")
     left: ItemRef
     right: ItemRef
-    context: Optional[dict[str, float]] = None
+    context: Optional[dict[str, Value]] = None
     params: Optional[dict[str, Any]] = None
     request_id: Optional[str] = Field(None, min_length=1, max_length=256)
-    seed: Optional[int] = Field(None, ge=0)
+    seed: Optional[Seed] = None
+
+
+class RecommendRequest(_Strict):
+    """``POST /v1/recommend``: the best top_k items of the whole catalog for a person."""
+
+    model: str = Field(..., description="Model name, e.g. 'capacity-personal'.")
+    user_id: Optional[UserId] = Field(None, description=_USER)
+    top_k: json_int(1) = Field(10, description="How many items (default 10).")
+    exclude: Optional[list[str]] = Field(None, json_schema_extra={"uniqueItems": True},
+                                         description="Catalog ids never recommended (e.g. already bought); ids the "
+                                                     "catalog does not hold are ignored.")
+    context: Optional[dict[str, Value]] = Field(None, description="Context features (context models).")
+
+
+class RecommendResponse(_Personalized):
+    aggregate: str = Field(..., description="'utility' or 'mean_pairwise_probability' (see RankResponse).")
+    items: list[RankedItem]
+    catalog_items: int = Field(..., description="Catalog items holding the model's features (the candidates).")
+    excluded: int = Field(..., description="Of those, left out by 'exclude'.")
 
 
 class ModelInfo(BaseModel):
@@ -155,6 +239,9 @@ class ReadyResponse(BaseModel):
                                                 "(the others have none published yet).")
     catalog_caught_up: bool
     models_caught_up: bool
+    people_caught_up: bool = Field(..., description="The people's changelog (prefstream.people) read to the end it had "
+                                                    "at start; required for readiness only while a personal model "
+                                                    "is served.")
 
 
 class ErrorResponse(BaseModel):

@@ -8,15 +8,19 @@ Body: ``{"error": <code>, "detail": <one sentence>, "field": <path or null>, ...
 404    ``unknown_item``        a candidate id the catalog does not hold
 404    ``not_found``           no such endpoint
 404    ``not_served``          a registered model this server is not configured for (names its models)
+405    ``method_not_allowed``  the path has no such method (with ``Allow``, RFC 9110 §15.5.6)
 401    ``unauthorized``        missing or wrong bearer token
 413    ``too_large``           body over ``serve_max_body_bytes`` or more than ``serve_max_items``
 422    ``malformed``           not JSON, wrong type, missing field (field = the JSON path)
 422    ``out_of_range``        a non-finite value or one beyond ±MAX_ABS_VALUE (the contract's bound)
 422    ``missing_feature``     an item lacks a feature the model needs
 422    ``unknown_feature``     an item, a context or ``columns`` names a feature the model does not use
+422    ``duplicate_item``      a candidate id (or a ``columns.feature_names`` name) given twice (``duplicates``)
 503    ``not_loaded``          the model has no loaded snapshot yet (loading, topic still read, or none published)
 503    ``not_fitted``          the model cannot score yet (a GPM before its first refit)
-504    ``deadline_exceeded``   an explanation ran past ``serve_explain_deadline_s`` (with what was spent)
+503    ``busy``                ``/v1/explain``: the explanation pool already holds its most batches
+504    ``deadline_exceeded``   ``/v1/explain`` ran past ``serve_explain_deadline_s`` (with what was spent;
+                               a ranking's explanations are marked missing instead, never a 504)
 =====  ======================  ==========================================================
 """
 

@@ -15,7 +15,7 @@ import numpy as np
 from stream.contract import MAX_ABS_VALUE
 from stream.serving.errors import APIError
 
-__all__ = ["candidates", "check_bounds", "context_vector", "item_vector"]
+__all__ = ["candidates", "check_bounds", "context_vector", "item_vector", "refuse_duplicates"]
 
 
 def check_bounds(X: np.ndarray, where) -> None:
@@ -78,6 +78,38 @@ def item_vector(ref, names: Sequence[str], catalog, where: str) -> np.ndarray:
     return X[0]
 
 
+def refuse_duplicates(ids: Sequence, where: str) -> None:
+    """422 ``duplicate_item`` naming the ids given more than once (a candidate is ranked once; the request says
+    which one it means, the server does not guess).
+
+    Examples
+    --------
+    >>> refuse_duplicates(["4", "7"], "ids")
+    >>> try:
+    ...     refuse_duplicates(["4", "7", "4", None, None], "ids")
+    ... except APIError as e:
+    ...     print(e.status, e.code, e.field, e.detail)
+    422 duplicate_item ids[2] ids has '4' more than once (positions 0 and 2); give each candidate once.
+    """
+    if len(set(ids)) == len(ids):
+        return
+    first: dict = {}
+    dups = []
+    for i, k in enumerate(ids):
+        if k is None:
+            continue
+        if k in first:
+            dups.append((k, first[k], i))
+        else:
+            first[k] = i
+    if not dups:
+        return
+    k, a, b = dups[0]
+    more = f"; {len(dups)} repeats in all, of {sorted({d[0] for d in dups})[:5]}" if len(dups) > 1 else ""
+    raise APIError(422, "duplicate_item", f"{where} has {k!r} more than once (positions {a} and {b}){more}; give "
+                                          "each candidate once.", field=f"{where}[{b}]", duplicates=sorted({d[0] for d in dups}))
+
+
 def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list[str], np.ndarray, np.ndarray | None]:
     """``(ids, X, rows)`` of a :class:`~stream.serving.datamodels.RankRequest`: X of shape (n, len(names)),
     ``rows`` the catalog rows of candidates given by id (None for inline candidates).
@@ -99,6 +131,7 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
                        field=form)
     if form == "ids":
         ids = req.ids
+        refuse_duplicates(ids, "ids")
         X, rows, missing, unknown = catalog.gather(ids, names)
         if unknown:
             i = ids.index(unknown[0])
@@ -110,6 +143,9 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
         return ids, X, rows
     if form == "columns":
         cols = req.columns
+        refuse_duplicates(cols.feature_names, "columns.feature_names")
+        if cols.ids is not None:
+            refuse_duplicates(cols.ids, "columns.ids")
         pos = {k: j for j, k in enumerate(cols.feature_names)}
         miss = [k for k in names if k not in pos]
         _refuse_unknown([k for k in cols.feature_names if k not in set(names)], names, "columns.feature_names")
@@ -132,6 +168,7 @@ def candidates(req, names: Sequence[str], catalog, max_items: int) -> tuple[list
         order = [pos[k] for k in names]
         X = T if order == list(range(width)) else T[:, order]
         return ids, X, None
+    refuse_duplicates([ref.id for ref in req.items], "items")
     X = np.empty((n, len(names)))
     ids = []
     for i, ref in enumerate(req.items):

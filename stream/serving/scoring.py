@@ -4,7 +4,9 @@ A :class:`Scorer` wraps one live model version and answers two questions, on nda
 
 * :meth:`Scorer.rank_scores` — one score per candidate, higher is better;
 * :meth:`Scorer.proba` — P(left ≻ right) per pair, the learner's own ``predict_proba_many``
-  (so ``/v1/compare`` equals the in-process prediction exactly).
+  (so ``/v1/compare`` equals the in-process prediction exactly);
+* :meth:`Scorer.person_scores` — a personal model's utilities for one person (``learner.score(X,
+  user_id)``: the population's plus the person's deviation).
 
 Rank aggregates (the ``aggregate`` field of a rank response):
 
@@ -71,9 +73,13 @@ class Scorer(abc.ABC):
     aggregate: str = MEAN_PAIRWISE
 
     def __init__(self, learner) -> None:
+        from stream.serving.people import is_personal
+
         self.learner = learner
         self.feature_names = list(learner.feature_names or [])
         self.context_names = list(getattr(learner, "context_names", None) or [])
+        #: a personal model (population + a deviation per person; :mod:`learners.personal`)
+        self.personal = is_personal(learner)
 
     @abc.abstractmethod
     def rank_scores(self, X: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
@@ -108,9 +114,17 @@ class Scorer(abc.ABC):
         """:meth:`rank_scores` of the catalog rows ``rows`` from :meth:`prepare_catalog`'s result."""
         raise NotImplementedError
 
-    def proba(self, XL: np.ndarray, XR: np.ndarray, U: np.ndarray | None = None) -> np.ndarray:
-        """P(left ≻ right) per pair, shape (n,): the learner's ``predict_proba_many``."""
-        return np.asarray(self.learner.predict_proba_many(XL, XR, U if self.context_names else None), dtype=np.float64)
+    def proba(self, XL: np.ndarray, XR: np.ndarray, U: np.ndarray | None = None, user_ids=None) -> np.ndarray:
+        """P(left ≻ right) per pair, shape (n,): the learner's ``predict_proba_many`` (a personal learner's
+        for ``user_ids``, one per pair)."""
+        U = U if self.context_names else None
+        if user_ids is not None and self.personal:
+            return np.asarray(self.learner.predict_proba_many(XL, XR, U, user_ids=user_ids), dtype=np.float64)
+        return np.asarray(self.learner.predict_proba_many(XL, XR, U), dtype=np.float64)
+
+    def person_scores(self, X: np.ndarray, user_id: str) -> np.ndarray:
+        """:meth:`rank_scores` for one person of a personal model (``learner.score(X, user_id)``)."""
+        raise NotImplementedError(f"{type(self.learner).__name__} holds no people.")
 
 
 class UtilityScorer(Scorer):
@@ -123,6 +137,10 @@ class UtilityScorer(Scorer):
         if fn is not None:
             return np.asarray(fn(X), dtype=np.float64)
         return X @ np.asarray(self.learner.weights, dtype=np.float64)
+
+    def person_scores(self, X, user_id):
+        """F_u(x) = F(x) + ⟨δ_u, φ(x)⟩ (capacity-personal) or (w + δ_u)·x (linear-bt-personal)."""
+        return np.asarray(self.learner.score(X, user_id), dtype=np.float64)
 
     def prepare_catalog(self, X, ok):
         """Every catalog item's utility (a rank by id is then a gather)."""

@@ -20,18 +20,20 @@ from typing import Any
 
 import numpy as np
 
-from learners.exceptions import InvalidInputError, NotFittedError, PrefstreamError
+from learners.exceptions import InvalidInputError, NotFittedError
 from stream import registry
-from stream.contract import DeadLetter, PreferenceExample, explanation_record_ok, parse_item
+from stream.contract import DeadLetter, PreferenceExample, parse_item
 from stream.metrics import Metrics, build_metrics
 from stream.serving.catalog import CatalogMatrix
 from stream.serving.errors import APIError
-from stream.serving.inputs import candidates, context_vector, item_vector
+from stream.serving.explaining import ExplainRunner
+from stream.serving.inputs import candidates, context_vector, item_vector, refuse_duplicates
+from stream.serving.people import ServedPeople
 from stream.serving.scoring import Scorer, scorer_for
 from stream.workers._snapshot import parse_snapshot_key
 from stream.workers.live_models import LiveModels, ModelVersion
 
-__all__ = ["DEFAULT_METHODS", "WARM_WINDOW_S", "ServeState"]
+__all__ = ["DEFAULT_METHODS", "PERSON_CATALOG_BYTES", "WARM_WINDOW_S", "ServeState"]
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +41,16 @@ log = logging.getLogger(__name__)
 #: within this many seconds.
 WARM_WINDOW_S = 600.0
 
+#: Bytes of per-person catalog utilities kept per model version (``ServeState._person_catalog``): 64 MiB, e.g.
+#: 10,000 people of an 800-item catalog.
+PERSON_CATALOG_BYTES = 64 * 2**20
+
 #: The method ``/v1/explain`` uses when the request names none (else the first registered one).
 DEFAULT_METHODS = {"linear-bt": "linear-shapley", "capacity": "distributional-bernoulli", "gpm": "pref-shap",
                    "cgpm": "pref-shap"}
 
 
-class ServeState:
+class ServeState(ExplainRunner):
     """State and operations of one ``prefstream serve`` process.
 
     Parameters
@@ -59,16 +65,17 @@ class ServeState:
         self.metrics = metrics or build_metrics()
         self.live = LiveModels(self.metrics, on_swap=self._warm)
         self.catalog = CatalogMatrix()
+        self.people = ServedPeople()
         self.required = list(settings.serve_models if settings.serve_models is not None else settings.models)
         self.budgets = {"exact_players": int(settings.explain_exact_players),
                         "max_coalitions": int(settings.explain_max_coalitions),
                         "reference_size": int(settings.explain_reference_size)}
-        self.executor = ThreadPoolExecutor(max_workers=settings.serve_explain_threads,
-                                           thread_name_prefix="prefstream-serve-explain")
         self.followers: list = []
-        self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-warm")
+        self._pools()
         self._warm_latest: dict[str, ModelVersion] = {}
-        self._explained: dict[str, float] = {}
+        #: model -> {method: last time it was asked to explain} (what a new version warms)
+        self._explained: dict[str, dict[str, float]] = {}
+        self._in_flight = 0
         self._tasks: list[asyncio.Task] = []
         self._loader: ThreadPoolExecutor | None = None
         self.item_errors = 0
@@ -76,10 +83,22 @@ class ServeState:
         self.published: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> None:
-        """Start following the model and item topics (from the beginning, no consumer group)."""
+    def _pools(self) -> None:
+        """The explanation and warm-up thread pools (made again by a start after a stop)."""
+        self.executor = ThreadPoolExecutor(max_workers=self.settings.serve_explain_threads,
+                                           thread_name_prefix="prefstream-serve-explain")
+        self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefstream-serve-warm")
+        self._stopped = False
+
+    async def start(self, follow: bool = True) -> None:
+        """Start following the model and item topics (from the beginning, no consumer group); ``follow=False``
+        only readies the thread pools (a state fed by hand, as the tests do)."""
         from stream.workers.follower import TopicFollower
 
+        if self._stopped:
+            self._pools()
+        if not follow:
+            return
         s = self.settings
         # snapshots are decoded, loaded (torch imported on the first GPM) and merged in one thread, in
         # topic order, so that the event loop keeps answering; the swap itself is one assignment
@@ -90,7 +109,8 @@ class ServeState:
             loader.submit(self.live.on_snapshot, key, value)
 
         self.followers = [TopicFollower(s, s.topic_models, on_snapshot, "serve-models"),
-                          TopicFollower(s, s.topic_items, self.on_item, "serve-items")]
+                          TopicFollower(s, s.topic_items, self.on_item, "serve-items"),
+                          TopicFollower(s, s.topic_people, self.on_person, "serve-people")]
         self._tasks = [asyncio.ensure_future(f.run()) for f in self.followers]
 
     async def stop(self) -> None:
@@ -105,6 +125,7 @@ class ServeState:
                 pass
         self.executor.shutdown(wait=False, cancel_futures=True)
         self._warmer.shutdown(wait=False, cancel_futures=True)
+        self._stopped = True
         if self._loader is not None:
             self._loader.shutdown(wait=False, cancel_futures=True)
 
@@ -114,6 +135,23 @@ class ServeState:
             self.catalog.upsert(parse_item(value, max_bytes=self.settings.max_message_bytes, key=key))
         except DeadLetter:
             self.item_errors += 1
+
+    def on_person(self, key, value, partition=None, offset=None) -> None:  # noqa: ARG002
+        """Apply one ``prefstream.people`` record to the server's store and to the current version holding
+        that person (:mod:`stream.serving.people`); runs on the event loop, as every request does."""
+        from stream.contract.people import parse_person_key
+
+        mv = self.live.get(parse_person_key(key)[0])
+        self.people.on_record(key, value, live_learner=None if mv is None else mv.learner)
+
+    def person(self, mv: ModelVersion, user_id: str | None) -> dict:
+        """``{"user_id", "personalized", "person_version"}`` of the request's person on this version; a personal
+        model's answers are counted by whether they were personalized (``prefstream_predictions_total``, the
+        dashboard's personalized share; the learner workers count theirs in the same family)."""
+        out = self.people.info(mv.name, mv.learner, user_id)
+        if self.people.personal(mv.learner):
+            self.metrics.predictions.labels(model=mv.name, personalized="true" if out["personalized"] else "false").inc()
+        return out
 
     # ------------------------------------------------------------------ models
     def loading(self) -> list[str]:
@@ -170,18 +208,24 @@ class ServeState:
         return {"model": mv.name, "version": mv.version, "source_versions": mv.source_versions}
 
     # ------------------------------------------------------------------ rank / compare
-    def rank_scores(self, req) -> tuple[ModelVersion, Scorer, list[str], np.ndarray, np.ndarray, np.ndarray | None]:
-        """``(version, scorer, ids, X, scores, u)`` of a rank request."""
+    def rank_scores(self, req) -> tuple[ModelVersion, Scorer, list[str], np.ndarray, np.ndarray, np.ndarray | None, dict]:
+        """``(version, scorer, ids, X, scores, u, person)`` of a rank request."""
         mv = self.version(req.model)
         sc = self.scorer(mv)
+        person = self.person(mv, req.user_id)
         ids, X, rows = candidates(req, sc.feature_names, self.catalog, self.settings.serve_max_items)
         u = context_vector(req.context, sc.context_names)
+        if person["personalized"]:
+            full = None if rows is None else self._person_catalog(mv, sc, person)
+            if full is not None:
+                return mv, sc, ids, X, full[rows], u, person
+            return mv, sc, ids, X, self._call(sc.person_scores, X, req.user_id), u, person
         prep = None if rows is None else self._catalog_prep(mv, sc)
         if prep is not None:
-            return mv, sc, ids, X, self._call(sc.rank_catalog, prep, rows, u), u
-        return mv, sc, ids, X, self._call(sc.rank_scores, X, u), u
+            return mv, sc, ids, X, self._call(sc.rank_catalog, prep, rows, u), u, person
+        return mv, sc, ids, X, self._call(sc.rank_scores, X, u), u, person
 
-    def _catalog_prep(self, mv: ModelVersion, sc: Scorer):
+    def _catalog_prep(self, mv: ModelVersion, sc: Scorer, now: bool = False):
         """The version's per-row catalog work (:meth:`Scorer.prepare_catalog`) for the current catalog.
 
         Built on the second request that finds the same catalog version (a catalog that changes
@@ -192,7 +236,7 @@ class ServeState:
         hit = mv.cache.get("catalog")
         if hit is not None and hit[0] == ver:
             return hit[1]
-        if mv.cache.get("catalog_seen") != ver:
+        if mv.cache.get("catalog_seen") != ver and not now:
             mv.cache["catalog_seen"] = ver
             return None
         X, ok = self.catalog.view(sc.feature_names)
@@ -200,24 +244,57 @@ class ServeState:
         mv.cache["catalog"] = (ver, prep)
         return prep
 
+    def _person_catalog(self, mv: ModelVersion, sc: Scorer, person: dict, now: bool = False) -> np.ndarray | None:
+        """A person's utility of every catalog row (NaN for rows without an item), per model version, catalog
+        version and person state version: a person's next rankings by id and recommendations are a gather.
+
+        Made on the second rank request that finds the same (person, state, catalog), or at once for a
+        recommendation (which scores the whole catalog anyway); the people kept per version are bounded
+        by :data:`PERSON_CATALOG_BYTES` (least recently used leave first).
+        """
+        from collections import OrderedDict
+
+        key = (person["user_id"], person["person_version"], self.catalog.version)
+        lru = mv.cache.get("person_catalog")
+        if lru is None:
+            lru = mv.cache.setdefault("person_catalog", OrderedDict())
+        hit = lru.get(key)
+        if isinstance(hit, np.ndarray):
+            lru.move_to_end(key)
+            return hit
+        if hit is None and not now:
+            lru[key] = "seen"   # the first sight: only the request's candidates are scored
+            return None
+        X, ok = self.catalog.view(sc.feature_names)
+        full = np.full(X.shape[0], np.nan)
+        if ok.any():
+            full[ok] = self._call(sc.person_scores, X[ok], person["user_id"])
+        lru[key] = full
+        lru.move_to_end(key)
+        keep = max(1, PERSON_CATALOG_BYTES // max(1, full.nbytes))
+        while len(lru) > keep:
+            lru.popitem(last=False)
+        return full
+
     def rank(self, req) -> tuple[dict, Any]:
         """The rank response, and the explanation job of its top_k (or None)."""
-        mv, sc, ids, X, scores, u = self.rank_scores(req)
+        mv, sc, ids, X, scores, u, person = self.rank_scores(req)
         n = len(ids)
         k = n if req.top_k is None else min(int(req.top_k), n)
         order = np.argsort(-scores, kind="stable")
         top = order[:k]
         s = scores[top].tolist()
         out = self._versioned(mv)
+        out.update(person)
         out["aggregate"] = sc.aggregate
         out["items"] = [{"id": i, "score": v, "rank": r} for i, v, r in zip([ids[j] for j in top.tolist()], s, range(1, k + 1))]
         job = None
         if req.explain is not None:
             pairs = [(int(order[r]), int(order[r + 1])) for r in range(min(k, n - 1))]
             rid = uuid.uuid4().hex[:12]
-            examples = [self._example(f"rank-{rid}:{ids[i]}>{ids[j]}", sc, X[i], X[j], req.context, ids[i], ids[j])
-                        for i, j in pairs]
-            job = (mv, req.explain, examples, {}, req.seed)
+            examples = [self._example(f"rank-{rid}:{ids[i]}>{ids[j]}", sc, X[i], X[j], req.context, ids[i], ids[j],
+                                      req.user_id) for i, j in pairs]
+            job = (mv, req.explain, examples, [(X[i], X[j], u) for i, j in pairs], {}, req.seed, person)
         return out, job
 
     def compare(self, req) -> dict:
@@ -226,9 +303,65 @@ class ServeState:
         xl = item_vector(req.left, sc.feature_names, self.catalog, "left")
         xr = item_vector(req.right, sc.feature_names, self.catalog, "right")
         u = context_vector(req.context, sc.context_names)
-        p = self._call(sc.proba, xl[None], xr[None], None if u is None else u[None])
+        person = self.person(mv, req.user_id)
+        p = self._call(sc.proba, xl[None], xr[None], None if u is None else u[None],
+                       [req.user_id] if person["personalized"] else None)
         out = self._versioned(mv)
+        out.update(person)
         out["probability"] = float(p[0])
+        return out
+
+    def recommend(self, req) -> dict:
+        """The top_k of the whole item catalog for the request's person (``POST /v1/recommend``).
+
+        Every catalog item holding the model's features is a candidate, but those in ``exclude``
+        (ids the catalog does not hold are ignored there). A personal model scores them for the
+        person (``learner.score(X, user_id)``); a person it does not hold, or another model, with
+        the population's catalog utilities (made once per model and catalog version). Pairwise
+        models (GPM) rank by the mean pairwise probability over the whole catalog, n² margins: a
+        catalog over ``serve_max_items`` is refused for them (413).
+        """
+        mv = self.version(req.model)
+        sc = self.scorer(mv)
+        person = self.person(mv, req.user_id)
+        u = context_vector(req.context, sc.context_names)
+        ids, rows = self.catalog.complete(sc.feature_names)
+        excluded = 0
+        if req.exclude:
+            refuse_duplicates(req.exclude, "exclude")
+        if sc.aggregate != "utility" and len(ids) > self.settings.serve_max_items:
+            raise APIError(413, "too_large", f"{mv.name} ranks by pairwise probabilities: the catalog's {len(ids)} items "
+                                             f"are over serve_max_items ({self.settings.serve_max_items}); rank a "
+                                             "subset with /v1/rank.", field="model")
+        out = self._versioned(mv)
+        out.update(person)
+        out["aggregate"] = sc.aggregate
+        if not ids:
+            out.update(items=[], catalog_items=0, excluded=0)
+            return out
+        if person["personalized"]:
+            scores = self._person_catalog(mv, sc, person, now=True)[rows]
+        else:
+            prep = self._catalog_prep(mv, sc, now=True)
+            scores = self._call(sc.rank_catalog, prep, rows, u) if prep is not None else None
+            if scores is None:
+                X, _ = self.catalog.view(sc.feature_names)
+                scores = self._call(sc.rank_scores, X[rows], u)
+        scores = np.array(scores, dtype=np.float64)
+        if req.exclude:
+            drop = set(req.exclude)
+            mask = np.fromiter((i in drop for i in ids), dtype=bool, count=len(ids))
+            excluded = int(mask.sum())
+            scores[mask] = -np.inf
+        k = min(int(req.top_k), len(ids) - excluded)
+        if k <= 0:
+            top = np.zeros(0, dtype=np.intp)
+        else:
+            part = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+            top = part[np.lexsort((part, -scores[part]))]   # best first; ties by catalog row (stable)
+        out["items"] = [{"id": ids[j], "score": float(scores[j]), "rank": r + 1} for r, j in enumerate(top.tolist())]
+        out["catalog_items"] = len(ids)
+        out["excluded"] = excluded
         return out
 
     @staticmethod
@@ -242,23 +375,25 @@ class ServeState:
 
     # ------------------------------------------------------------------ explain
     @staticmethod
-    def _example(event_id, sc: Scorer, xl, xr, context, left_id=None, right_id=None) -> PreferenceExample:
+    def _example(event_id, sc: Scorer, xl, xr, context, left_id=None, right_id=None, user_id=None) -> PreferenceExample:
         names = sc.feature_names
         ctx = None if context is None else {k: float(v) for k, v in context.items()}
         return PreferenceExample(event_id=event_id, timestamp=time.time(), left=dict(zip(names, xl.tolist())),
                                  right=dict(zip(names, xr.tolist())), outcome=0, context=ctx, weight=1.0,
-                                 left_id=left_id, right_id=right_id)
+                                 left_id=left_id, right_id=right_id, user_id=user_id)
 
     def explain_job(self, req) -> tuple:
-        """``(version, method, examples, params, seed)`` of an explain request."""
+        """``(version, method, examples, pair arrays, params, seed, person)`` of an explain request (the pair
+        arrays ``(x_left, x_right, u)`` and the person's id and state version key the cache)."""
         mv = self.version(req.model)
         sc = self.scorer(mv)
         xl = item_vector(req.left, sc.feature_names, self.catalog, "left")
         xr = item_vector(req.right, sc.feature_names, self.catalog, "right")
-        context_vector(req.context, sc.context_names)
+        u = context_vector(req.context, sc.context_names)
+        person = self.person(mv, req.user_id)
         rid = req.request_id or f"serve-{uuid.uuid4().hex[:12]}"
-        ex = self._example(rid, sc, xl, xr, req.context, req.left.id, req.right.id)
-        return mv, req.method, [ex], dict(req.params or {}), req.seed
+        ex = self._example(rid, sc, xl, xr, req.context, req.left.id, req.right.id, req.user_id)
+        return mv, req.method, [ex], [(xl, xr, u)], dict(req.params or {}), req.seed, person
 
     @staticmethod
     def methods(name: str) -> dict:
@@ -277,65 +412,13 @@ class ServeState:
                                        rng=np.random.default_rng(self.settings.seed if seed is None else seed),
                                        params=dict(params), budgets=dict(self.budgets))
 
-    async def run_explain(self, job: tuple, field: str = "method") -> list[dict]:
-        """Explanation records of a job under the deadline (504 with what was spent when it passes)."""
-        mv, method, examples, params, seed = job
-        self._explained[mv.name] = time.time()
-        fns = self.methods(mv.name)
-        method = method or self.default_method(mv.name)
-        fn = fns.get(method)
-        if fn is None:
-            raise APIError(404, "unknown_method", f"No pair explanation method {method!r} for model {mv.name!r}; "
-                                                  f"available: {sorted(fns)}.", field=field)
-        if not examples:
-            return []
-        ctx = self.explain_context(mv, params, seed)
-        deadline = float(self.settings.serve_explain_deadline_s)
-        state = {"started": None}
-
-        def work():
-            state["started"] = time.perf_counter()
-            return fn(mv.learner, examples, ctx)
-
-        loop = asyncio.get_running_loop()
-        t0 = time.perf_counter()
-        fut = loop.run_in_executor(self.executor, work)
-        try:
-            e = await asyncio.wait_for(fut, timeout=deadline)
-        except asyncio.TimeoutError:
-            now = time.perf_counter()
-            started = state["started"]
-            self.metrics.explanations_skipped.labels(reason="deadline").inc()
-            raise APIError(504, "deadline_exceeded",
-                           f"The {method} explanation of {mv.name} v{mv.version} did not finish within the "
-                           f"{deadline:g} s deadline (serve_explain_deadline_s); lower the budgets "
-                           "(explain_max_coalitions, explain_reference_size) or raise the deadline.",
-                           deadline_s=deadline, elapsed_s=round(now - t0, 6),
-                           queued_s=round((started if started is not None else now) - t0, 6),
-                           computing_s=round(now - started, 6) if started is not None else 0.0,
-                           model=mv.name, version=mv.version, method=method, budgets=dict(self.budgets)) from None
-        except NotFittedError as exc:
-            raise APIError(503, "not_fitted", str(exc), field="model") from None
-        except PrefstreamError as exc:
-            raise APIError(422, "invalid_input", f"{method}: {exc}", field=field) from None
-        dt = time.perf_counter() - t0
-        self.metrics.explanation_latency.labels(method=e.method).observe(dt)
-        e.model_name = mv.name
-        e.model_version = int(mv.version)
-        records = e.to_records(instance_ids=[x.event_id for x in examples])
-        for rec in records:
-            explanation_record_ok(rec)
-            if isinstance(rec.get("extra"), dict):
-                rec["extra"].setdefault("origin", "serve")
-        self.metrics.explanations.labels(method=e.method).inc(len(records))
-        return records
-
     def _warm(self, mv: ModelVersion) -> None:
-        """After a swap: build the new version's scorer and run its default explainer once on two catalog
-        items, in a background thread, so that the first requests find the per-snapshot work done
-        (Pref-SHAP's kernel blocks take seconds). Only the newest version of each model is warmed, and
-        only for models asked for an explanation in the last :data:`WARM_WINDOW_S` seconds."""
-        if time.time() - self._explained.get(mv.name, -1e18) > WARM_WINDOW_S:
+        """After a swap: build the new version's scorer and run each explainer asked for in the last
+        :data:`WARM_WINDOW_S` seconds once on two catalog items, in a background thread, so that the
+        first requests find the per-snapshot work done (Pref-SHAP's kernel blocks take seconds). Only
+        the newest version of each model is warmed, and only models asked for an explanation lately."""
+        now = time.time()
+        if not any(now - t <= WARM_WINDOW_S for t in self._explained.get(mv.name, {}).values()):
             return   # nobody asked this model for explanations lately: no warm-up work
         self._warm_latest[mv.name] = mv
         self._warmer.submit(self._warm_now, mv.name)
@@ -344,20 +427,23 @@ class ServeState:
         mv = self._warm_latest.pop(name, None)
         if mv is None or self.live.get(name) is not mv:
             return   # a newer version came (and is queued) or this one is gone
-        try:
-            sc = self.scorer(mv)
-            method = self.default_method(name)
+        now = time.time()
+        for method, t in sorted(self._explained.get(name, {}).items()):
             fn = self.methods(name).get(method)
-            ids = [i for i, _ in zip(self.catalog._row, range(2))]   # noqa: SLF001 - two catalog ids
-            if fn is None or len(ids) < 2:
-                return
-            X, _, missing, unknown = self.catalog.gather(ids, sc.feature_names)
-            if missing or unknown or sc.context_names:
-                return   # a context model has no context to warm with
-            ex = self._example("warm-up", sc, X[0], X[1], None)
-            fn(mv.learner, [ex], self.explain_context(mv, {}, None))
-        except Exception as exc:  # noqa: BLE001 - warming is best effort
-            log.debug("warming %s v%d failed: %s", name, mv.version, exc)
+            if fn is None or now - t > WARM_WINDOW_S:
+                continue
+            try:
+                sc = self.scorer(mv)
+                ids = [i for i, _ in zip(self.catalog._row, range(2))]   # noqa: SLF001 - two catalog ids
+                if len(ids) < 2:
+                    return
+                X, _, missing_, unknown = self.catalog.gather(ids, sc.feature_names)
+                if missing_ or unknown or sc.context_names:
+                    return   # a context model has no context to warm with
+                ex = self._example("warm-up", sc, X[0], X[1], None)
+                fn(mv.learner, [ex], self.explain_context(mv, {}, None))
+            except Exception as exc:  # noqa: BLE001 - warming is best effort
+                log.debug("warming %s of %s v%d failed: %s", method, name, mv.version, exc)
 
     # ------------------------------------------------------------------ inventory
     def models(self) -> dict:
@@ -383,6 +469,11 @@ class ServeState:
         caught = [f.caught_up.is_set() for f in self.followers]
         models_caught = bool(caught) and caught[0]
         items_caught = len(caught) > 1 and caught[1]
-        return {"ready": not missing and models_caught and items_caught, "missing": missing,
-                "loading": [m for m in missing if m in self.published],
-                "catalog_caught_up": items_caught, "models_caught_up": models_caught}
+        people_caught = len(caught) > 2 and caught[2]
+        # the people's changelog gates readiness only while a personal model is served (a server of other
+        # models never waits for a topic it does not need, which may not exist)
+        personal = any(self.people.personal(mv.learner) for mv in self.live.versions().values())
+        return {"ready": not missing and models_caught and items_caught and (people_caught or not personal),
+                "missing": missing, "loading": [m for m in missing if m in self.published],
+                "catalog_caught_up": items_caught, "models_caught_up": models_caught,
+                "people_caught_up": people_caught}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from stream.serving.datamodels import (CompareRequest, CompareResponse, ErrorResponse, ExplainRequest,
-                                       ExplanationRecord, ModelsResponse, RankRequest, RankResponse)
+                                       ExplanationRecord, ModelsResponse, RankRequest, RankResponse, RecommendRequest,
+                                       RecommendResponse)
 from stream.serving.errors import JSONBody
 from stream.serving.routes.deps import body_schema, json_body, rank_body, state
 
@@ -22,8 +23,14 @@ async def rank(request: Request):
     st = request.app.state.serve
     out, job = st.rank(await rank_body(request))
     if job is not None:
-        out["explanations"] = await st.run_explain(job, field="explain")
+        out["explanations"] = await st.run_rank_explain(job)
     return JSONBody(out)
+
+
+@router.post("/recommend", response_model=RecommendResponse, openapi_extra=body_schema(RecommendRequest))
+async def recommend(req: RecommendRequest = Depends(json_body(RecommendRequest)), st=Depends(state)):
+    """The top_k of the whole item catalog for a person (personal models), optionally excluding ids."""
+    return JSONBody(st.recommend(req))
 
 
 @router.post("/compare", response_model=CompareResponse, openapi_extra=body_schema(CompareRequest))
