@@ -287,11 +287,13 @@ def _plan(dataset, data_dir, dataset_obj, models, gpm_params, model_params, max_
     ds = dataset_obj if dataset_obj is not None else load_dataset(dataset, data_dir)
     is_clicks = isinstance(ds, ClickLog)
     has_context = bool(getattr(ds, "context_names", None)) and (is_clicks or getattr(ds, "context", None) is not None)
+    records = list(demo_stream(ds, max_events, click_every))
     if models is None:
         models = ["capacity", "gpm"] + (["cgpm"] if has_context else [])
+        if any(r.get("user_id") for k, r in records if k == "preference"):
+            models.append("capacity-personal")   # events name their people: a capacity per person too
     params = default_model_params(ds, models, gpm_params)
     params.update(model_params or {})
-    records = list(demo_stream(ds, max_events, click_every))
     n_pref = sum(1 for k, _ in records if k == "preference")
     n_click = len(records) - n_pref
     examples = n_pref + sum(session_pairs(r) for k, r in records if k == "click")

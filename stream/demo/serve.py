@@ -80,7 +80,8 @@ def person_view(client, model: str, user_id: str, body: dict) -> dict:
 def serve_command(bootstrap: str, topics: dict, models: list) -> str:
     """The exact ``prefstream serve`` command for a kept demo run's topics (``prefstream demo --keep``).
 
-    ``topics`` maps the demo's topic kinds (``"models"``, ``"items"``, ...) to the run's topic names.
+    ``topics`` maps the demo's topic kinds (``"models"``, ``"items"``, ``"people"``, ...) to the run's topic
+    names; the people changelog is named too, so a personal model is served per person.
 
     Examples
     --------
@@ -90,7 +91,7 @@ def serve_command(bootstrap: str, topics: dict, models: list) -> str:
     import shlex
 
     parts = ["prefstream", "serve", "--bootstrap", bootstrap, "--models", ",".join(models)]
-    for kind, setting in (("models", "topic_models"), ("items", "topic_items")):
+    for kind, setting in (("models", "topic_models"), ("items", "topic_items"), ("people", "topic_people")):
         if kind in topics:
             parts += ["--set", f"{setting}={topics[kind]}"]
     return " ".join(shlex.quote(p) for p in parts)
