@@ -283,8 +283,8 @@ class _ProductModel:
         h = None
         if held is not None and held.any():
             hf = mem[held].any(axis=0)
-            diff = (XL[:, None, hf] - self.centres[None, :, hf]) / ls[hf]
-            h = np.exp(-0.5 * np.einsum("kuj,kuj->ku", diff, diff))             # (k, M_u)
+            xh, ch = XL[:, hf] / ls[hf], self.centres[:, hf] / ls[hf]
+            h = np.exp(np.minimum(0.0, xh @ ch.T - 0.5 * (xh * xh).sum(1)[:, None] - 0.5 * (ch * ch).sum(1)[None]))
             mem, mu_pl = mem[~held], mu_pl[:, ~held]
             B_pair = None if B_pair is None else B_pair[:, ~held]
         if member is None and h is None:
@@ -293,10 +293,11 @@ class _ProductModel:
         else:
             used = mem.any(axis=0)
             m = mem[:, used].T.astype(float)                                     # (d_used, n')
-            dl = (XL[:, None, used] - self.centres[None, :, used]) / ls[used]
-            dr = (XR[:, None, used] - self.centres[None, :, used]) / ls[used]
-            Kl = np.exp(-0.5 * ((dl * dl) @ m))                                  # (k, M_u, n') player kernels
-            Kr = np.exp(-0.5 * ((dr * dr) @ m))
+            cs = self.centres[:, used] / ls[used]
+            c2 = (cs * cs) @ m                                                   # (M_u, n')
+            # Σ_{j∈player} (x_j − c_j)²/ℓ_j² = x²·m + c²·m − 2 c·(x ⊙ m): matrix products, no (k, M_u, d) differences
+            Kl, Kr = (np.exp(np.minimum(0.0, (cs @ (xs[:, :, None] * m[None])) - 0.5 * ((xs * xs) @ m)[:, None, :]
+                                        - 0.5 * c2[None])) for xs in (XL[:, used] / ls[used], XR[:, used] / ls[used]))
         w2 = np.broadcast_to(w, (k, w.shape[-1]))
         A, B, Wt = [], [], []
         if self.pair_scale:
