@@ -35,7 +35,7 @@ def default_model_params(ds, models: list[str], gpm_params: dict | None = None) 
     ----------
     ds : PairwiseDataset or ClickLog
     models : list of str
-        Among ``"capacity"``, ``"gpm"``, ``"cgpm"``.
+        Among ``"capacity"``, ``"capacity-personal"`` (its population as ``"capacity"``), ``"gpm"``, ``"cgpm"``.
     gpm_params : dict, optional
         Overrides of the GPM/C-GPM parameters.
 
@@ -64,9 +64,12 @@ def default_model_params(ds, models: list[str], gpm_params: dict | None = None) 
     names = list(ds.feature_names)
     dirs = getattr(ds, "criteria_directions", None) or {}
     out: dict[str, dict] = {}
+    capacity = {"decreasing": [c for c in names if dirs.get(c, 1) < 0],
+                "k_additive": len(names) if len(names) <= 7 else 2}   # k = n: the full model
     if "capacity" in models:
-        out["capacity"] = {"decreasing": [c for c in names if dirs.get(c, 1) < 0],
-                           "k_additive": len(names) if len(names) <= 7 else 2}   # k = n: the full model
+        out["capacity"] = dict(capacity)
+    if "capacity-personal" in models:   # the same population, plus a deviation per person (docs/personal.md)
+        out["capacity-personal"] = {"population": dict(capacity)}
     # a hyper-parameter search on every 5th refit (and the first): the 48-point grid took ~40 CPU-seconds
     # on a 3,000-pair window, so at refit_every=500 no refit finished while a worker caught up
     base = {"refit_every": 500, "min_train": 200, "window_size": 3000, "window": "sliding", "drift": False,
