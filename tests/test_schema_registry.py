@@ -90,6 +90,58 @@ def test_a_framed_format_needs_a_registry_url():
         wire_format("avro", "t", "preference", None)
 
 
+def _known_avro_format(topic: str = "t.prefs", schema_id: int = 1) -> AvroFormat:
+    """An :class:`AvroFormat` that already holds this build's schema under ``schema_id`` (what
+    :meth:`~AvroFormat.fetch` caches from the registry), so no registry is asked."""
+    from confluent_kafka.schema_registry import Schema
+
+    fmt = AvroFormat(topic, "preference", SchemaRegistry(DEAD_URL))
+    fmt.known[schema_id] = fmt._reader(schema_id, Schema(avro_schema("preference"), "AVRO"))
+    return fmt
+
+
+def test_avro_events_and_a_json_forget_record_go_through_the_learner_core():
+    """The people part of the learner core looks for forget records among the values of a batch:
+    on an Avro topic those are :class:`Decoded` (once a TypeError on every batch). Decoded events
+    are learned exactly as the same events as JSON, and a forget record (plain JSON, as
+    ``prefstream forget`` writes it: not the wire format) forgets its person there too."""
+    import numpy as np
+
+    from stream.contract.people import forget_record, forget_user
+    from stream.settings import Settings
+    from stream.workers.learner_core import LearnerCore
+
+    fmt = _known_avro_format()
+    docs = [event(i, user_id=f"u{i % 3}") for i in range(60)]
+    for d in docs:
+        d["left"].pop("id")  # inline features only: the models take hp and speed
+    cores, states = [], []
+    for wire in ("json", "avro"):
+        core = LearnerCore(Settings.load(None, {"models": ["linear-bt-personal"], "feature_names": ["hp", "speed"],
+                                                "topic_preferences": "t.prefs", "snapshot_every_events": 10**9},
+                                         environ={}))
+        st = core.new_source("t.prefs", 0, {})
+        vals = [json.dumps(d).encode() if wire == "json" else fmt.wrap(framed_avro(1, avro_schema("preference"), d))
+                for d in docs]
+        assert wire == "json" or all(type(v) is Decoded and v.error is None for v in vals)
+        for a in range(0, 60, 20):
+            assert core.process_batch(st, [(a + j, v, None, None) for j, v in enumerate(vals[a:a + 20])]) == []
+        cores.append(core)
+        states.append(st)
+    lj, la = (st.slots["linear-bt-personal"].learner for st in states)
+    assert la.person_info("u1") == lj.person_info("u1") == {"personalized": True, "version": 20}
+    aj, aa = lj.state_dict()["arrays"], la.state_dict()["arrays"]
+    assert sorted(aa) == sorted(aj) and aa
+    for k in aj:  # the same arithmetic on the same inputs
+        np.testing.assert_allclose(aa[k], aj[k], rtol=1e-12, atol=0, err_msg=k)
+    forget = fmt.wrap(forget_record("u1"))
+    assert forget.error.reason == "not_wire_format" and forget_user(forget) == "u1"
+    assert forget_user(fmt.wrap(framed_avro(1, avro_schema("preference"), event(99, event_id="forget")))) is None
+    assert cores[1].process_batch(states[1], [(60, forget, None, None)]) == []
+    assert la.person_info("u1") == {"personalized": False, "version": 0}
+    assert la.person_info("u2") == {"personalized": True, "version": 20}
+
+
 # ------------------------------------------------------------------------------ the real registry
 def test_compatibility_is_backward(schema_registry_url):
     with urllib.request.urlopen(schema_registry_url + "/config", timeout=5) as r:

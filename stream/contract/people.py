@@ -33,6 +33,7 @@ import orjson
 
 from learners.exceptions import SnapshotError
 from learners.state import SMALL_MAGIC, dump_small_state, load_state
+from stream.contract.decoding import Decoded
 
 __all__ = ["PERSON_META_KEY", "decode_person", "encode_person", "forget_record", "forget_user", "parse_person_key",
            "person_key", "person_source_offset"]
@@ -163,15 +164,24 @@ def _check_forget(doc) -> None:
         raise DeadLetter(reason, f"forget record: {detail}")
 
 
-def forget_user(value: bytes | None):
+def forget_user(value):
     """The user id of a forget record, a :class:`~stream.contract.DeadLetter` for a malformed
     one, or None for anything else (the cheap test first: a preference event never holds
     ``"forget"`` as a value of ``type``).
 
+    ``value`` is the message value: bytes, or the :class:`~stream.contract.decoding.Decoded` of a
+    topic in a schema-registry wire format (``stream/broker/serializers.py``). A value that decoded
+    is a preference record, not a forget record; one that did not (a forget record is plain JSON,
+    as ``prefstream forget`` writes it, hence ``not_wire_format`` there) is looked at as its bytes.
+
     >>> forget_user(forget_record("bob")), forget_user(b'{"event_id": "forget"}')
     ('bob', None)
     """
-    if value is None or _FORGET_MARK not in value:
+    if type(value) is Decoded:
+        if value.error is None:
+            return None
+        value = value.raw
+    if not isinstance(value, (bytes, bytearray)) or _FORGET_MARK not in value:
         return None
     try:
         doc = orjson.loads(value)
