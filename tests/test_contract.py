@@ -545,6 +545,44 @@ def test_explanation_records_validate():
     explanation_record_ok({**rec, "event_id": "x", "emitted_at": 1.0})  # output records may gain fields
 
 
+def test_record_values_are_plain_json_types_with_non_finite_as_null_whatever_their_numpy_type():
+    """explainers._result._jsonable takes exact-type fast paths (an interaction matrix by ndarray.tolist);
+    the result must equal the element-by-element conversion: floats (NaN/inf → None), ints, bools, strings,
+    nested dicts/lists/tuples, numpy scalars and arrays of every kind, Mapping subclasses."""
+    from collections import OrderedDict
+
+    from explainers._result import _jsonable
+
+    def reference(o):
+        if isinstance(o, np.ndarray):
+            return [reference(v) for v in o] if o.ndim else reference(o[()])
+        if isinstance(o, (bool, np.bool_)):
+            return bool(o)
+        if isinstance(o, (int, np.integer)):
+            return int(o)
+        if isinstance(o, (float, np.floating)):
+            return float(o) if np.isfinite(o) else None
+        if isinstance(o, dict):
+            return {str(k): reference(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [reference(v) for v in o]
+        return o
+
+    rng = np.random.default_rng(5)
+    m = rng.normal(size=(26, 26))
+    holes = m.copy()
+    holes[3, 4], holes[0, 0], holes[7, 1] = np.nan, np.inf, -np.inf
+    doc = {"interactions": m, "holes": holes, "ints": np.arange(5, dtype=np.int32), "flags": np.array([True, False]),
+           "f32": np.float32(0.5), "i64": np.int64(7), "b": np.bool_(True), "nan": float("nan"), "inf": np.float64(np.inf),
+           "pairs": [("a", "b", np.float64(0.25)), ("c", "d", 1.5)], "od": OrderedDict(x=np.float32(2.0)), 3: None,
+           "zero_d": np.array(1.25), "zero_d_nan": np.array(np.nan), "s": "text", "n": 4, "t": True}
+    got = _jsonable(doc)
+    assert got == reference(doc)
+    assert json.loads(json.dumps(got, allow_nan=False)) == got  # strict JSON: no NaN/Infinity left
+    assert all(type(v) is float for row in got["interactions"] for v in row)
+    assert type(got["ints"][0]) is int and type(got["flags"][0]) is bool and got["holes"][3][4] is None
+
+
 @pytest.mark.parametrize("change,reason", [
     ({"values": [1.0]}, "schema_violation"),
     ({"method": "magic"}, "schema_violation"),

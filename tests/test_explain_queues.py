@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stream.workers.explain_queues import BUSY_HALF_LIFE_S, BatchCap, FractionWindow, MethodQueues, OffsetTracker, WorkItem
+from stream.workers.explain_queues import (BUSY_HALF_LIFE_S, SLICE_S, BatchCap, FractionWindow, MethodQueues, OffsetTracker,
+                                          WorkItem)
 
 
 def item(i: int, arrived: float = 0.0, tp="p0") -> WorkItem:
@@ -69,7 +70,7 @@ def test_fair_sharing_gives_each_method_the_same_time_whatever_its_cost():
 
 
 def test_batch_cap_sizes_calls_to_the_budget_within_one_and_max_batch():
-    cap = BatchCap(max_batch=64, budget_s=1.0)
+    cap = BatchCap(max_batch=64, budget_s=1.0, slice_s=1.0)
     assert cap.size == 64
     cap.observe(64, 8.0)  # 0.125 s per item
     assert cap.size == 8
@@ -77,6 +78,25 @@ def test_batch_cap_sizes_calls_to_the_budget_within_one_and_max_batch():
     assert cap.size == 64
     cap.observe(1, 5.0)
     assert cap.size == 1
+
+
+def test_a_ready_event_waits_behind_one_slice_of_a_backlogged_method_not_its_whole_budget():
+    """Issue 29: calls were sized to the method's budget_s (2 s) and the drain runs one call at a time, so a
+    ready event of a microsecond method waited behind a turn of every backlogged method's 2-s call (lag p99
+    10–20 s at 10,000 events/s). A backlogged method's next call is sized to the slice; its budget stays the
+    call's own bound."""
+    q = MethodQueues(max_queue=1000, max_lag_s=60, clock=lambda: 0.0)
+    slow, fast = ("m", "sharp-rank"), ("m", "capacity-shapley")
+    for i in range(500):
+        q.put(slow, WorkItem([None], f"s{i}", 0.0))
+    cap = BatchCap(max_batch=500, budget_s=2.0)  # the default slice
+    cap.observe(10, 0.1)                          # 10 ms per event
+    assert cap.budget_s == pytest.approx(2.0)      # the call's own bound is unchanged
+    taken = q.take(slow, cap.size)
+    q.put(fast, WorkItem([None], "f0", 0.0))      # a ready event of another method arrives meanwhile
+    behind = len(taken) * cap.cost                # explainer seconds the ready event waits for
+    assert behind <= SLICE_S + 1e-9 and len(taken) == int(SLICE_S / 0.01)
+    assert BatchCap(max_batch=64, budget_s=0.1).slice_s == pytest.approx(0.1)  # never longer than the budget
 
 
 def test_commit_offset_never_passes_an_event_with_work_pending():

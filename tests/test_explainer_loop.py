@@ -184,3 +184,48 @@ def test_the_explainers_modules_are_imported_before_the_group_is_joined():
 
     preload_explainers()
     assert all(name in sys.modules for name in PRELOAD)
+
+
+def test_unsampled_events_are_counted_eligible_but_only_built_when_the_reservoir_takes_them(monkeypatch):
+    """Issue 29: the intake built every event into an example (features resolved and validated) in the
+    event-loop thread, 99 % of them at a 1 % sample only to be dropped; at 10,000 events/s that held the
+    GIL the explainer calls needed. Now an unsampled event is decoded and hashed; it is built only when the
+    background reservoir takes it, and a sampled one is built, validated and queued as before."""
+    import stream.contract as contract
+    import stream.contract.preference as preference
+
+    loop, tp, _, model = make("intake-bt")
+    from dataclasses import replace
+
+    loop.settings = loop.core.settings = s = replace(loop.settings, explain_sample_rate=0.05)
+    core = loop.core
+    core.background_size = 8
+    built = []
+    real = contract.preference_from_doc
+    for where in (contract, preference):  # what the intake calls, and what parse_preference calls
+        monkeypatch.setattr(where, "preference_from_doc", lambda d, c=None: built.append(d["event_id"]) or real(d, c))
+    rng = np.random.default_rng(11)
+    n = 2000
+    batch = {tp: [(i, ev(f"u{i}", rng), None, time.perf_counter(), None) for i in range(n)]}
+    sampled = {f"u{i}" for i in range(n) if core.sampled(f"u{i}", s.explain_sample_rate)}
+    before = list(core.background)
+    taken = []
+    gen = core.rng
+
+    class Draws:  # records algorithm R's draws: whether the reservoir takes the event
+        def integers(self, lo, hi):
+            j = int(gen.integers(lo, hi))
+            taken.append(j < core.background_size)
+            return j
+
+    core.rng = Draws()
+    asyncio.run(loop.handle(0, batch))
+    assert 20 < len(sampled) < 200
+    assert set(built) >= sampled                                   # every sampled event is built and validated
+    unsampled_built = len(built) - len(sampled)
+    assert 8 <= unsampled_built <= 8 + sum(taken)  # the reservoir's fills and takes (draws of sampled ones too), no more
+    assert len(built) < n // 4                      # not every event, as before
+    assert len(core.background) == 8 and before == []
+    assert {x.event_id for x in core.background} <= {f"u{i}" for i in range(n)}  # built examples, any of them
+    assert len(loop.queues) == 2 * len(sampled)                     # each sampled event queued for both methods
+    assert sample(loop, "prefstream_explain_eligible_total", model=model, method="linear-shapley") == n

@@ -13,9 +13,11 @@ of the events; each sampled event becomes one :class:`WorkItem` in the queue of 
   full pushes out the *oldest* (reason ``backlog``: the freshest events are worth explaining),
   and items older than ``explain_max_lag_s`` are shed as ``stale`` before each call.
 * **Batch caps.** A method is called with up to ``fn.max_batch`` items (default
-  ``explain_max_batch``) and its batch size adapts so that one call takes about ``fn.budget_s``
-  seconds (default ``explain_budget_s``): after each call the per-item cost is measured and the
-  next batch is ``clamp(budget / cost, 1, max_batch)`` (:class:`BatchCap`). Session-only
+  ``explain_max_batch``) and its batch size adapts so that one call takes about
+  ``min(fn.budget_s, SLICE_S)`` seconds (``fn.budget_s`` defaults to ``explain_budget_s``; :data:`SLICE_S`
+  = 0.25 s bounds how long a ready event of another method waits behind one call): after each call the
+  per-item cost is measured and the next batch is ``clamp(slice / cost, 1, max_batch)``
+  (:class:`BatchCap`). Session-only
   methods take one session per call (each session has its own parameters).
 * **Offsets.** :class:`OffsetTracker` counts, per partition, the work still pending for each
   fetched offset; the offset to commit is the smallest one with work pending (or one past the
@@ -31,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BUSY_HALF_LIFE_S", "BatchCap", "FractionWindow", "MethodQueues", "OffsetTracker", "WorkItem"]
+__all__ = ["BUSY_HALF_LIFE_S", "SLICE_S", "BatchCap", "FractionWindow", "MethodQueues", "OffsetTracker", "WorkItem"]
 
 #: Half-life (seconds) of the decayed explainer time used to share time fairly between methods.
 BUSY_HALF_LIFE_S = 10.0
@@ -66,18 +68,32 @@ class WorkItem:
     params: dict | None = None
 
 
+#: Seconds of explainer time one call is sized to (at most its method's ``budget_s``). The drain runs one
+#: call at a time and every backlogged method takes its turn, so a turn of all methods lasts up to the sum of
+#: their calls: sized to ``budget_s`` (2 s), 7 methods on Pokémon made a turn of ~8–14 s and a ready event of
+#: a microsecond method waited behind it (issue 29: lag p99 10–20 s at 10,000 events/s); at 0.25 s a turn of
+#: 7 is under 2 s, and a batch still holds the tens of events that batching pays on (bench/explainer_rate.py).
+SLICE_S = 0.25
+
+
 class BatchCap:
-    """Adaptive batch size of one method: about ``budget_s`` seconds per call, at most ``max_batch``.
+    """Adaptive batch size of one method: about ``min(budget_s, slice_s)`` seconds per call, at most ``max_batch``.
+
+    ``budget_s`` stays the call's own bound (``ctx.budgets["budget_s"]``: a call past it stops early); the
+    batch is sized to the shorter ``slice_s`` so that no method holds the one explainer thread for long
+    while the others' events wait (:data:`SLICE_S`).
 
     Parameters
     ----------
     max_batch : int
     budget_s : float
+    slice_s : float, default SLICE_S
     """
 
-    def __init__(self, max_batch: int, budget_s: float) -> None:
+    def __init__(self, max_batch: int, budget_s: float, slice_s: float = SLICE_S) -> None:
         self.max_batch = max(1, int(max_batch))
         self.budget_s = float(budget_s)
+        self.slice_s = min(float(slice_s), self.budget_s)
         self.size = self.max_batch
         self.cost: float | None = None  # seconds per item of the last call
 
@@ -86,7 +102,7 @@ class BatchCap:
         if n <= 0:
             return
         self.cost = max(float(seconds), 1e-9) / n
-        self.size = int(min(self.max_batch, max(1, math.floor(self.budget_s / self.cost))))
+        self.size = int(min(self.max_batch, max(1, math.floor(self.slice_s / self.cost))))
 
 
 class MethodQueues:

@@ -5,9 +5,11 @@ Kafka); :mod:`stream.workers.explain_queues` decides what is explained next (no 
 module joins them on :class:`stream.workers.loop.ConsumerLoop` (the module docstring of
 :mod:`stream.workers.explainer` describes the worker as a whole):
 
-* ``handle`` parses each record once: preference events and click sessions count as *eligible*
+* ``handle`` decodes each record once: preference events and click sessions count as *eligible*
   for every ``(model, method)`` that can explain them, feed the background reservoir, and — if
-  their id is sampled — become one :class:`WorkItem` per method; requests queue first;
+  their id is sampled — become one :class:`WorkItem` per method; a preference event is built into
+  an example (features resolved, validated) only if it is sampled or the reservoir takes it
+  (:meth:`ExplainerCore.intake_preference`); requests queue first;
 * a drain task runs the requests, then the fairest method queue, in an executor thread; the
   records of a batch are delivered (``acks=all``) and only then counted, remembered for dedupe,
   timed (arrival → delivered) and released for the commit;
@@ -78,6 +80,7 @@ class ExplainerLoop(ConsumerLoop):
             "worker publishes its first after snapshot_every_events events or snapshot_every_seconds)")
         self.tracker = OffsetTracker()
         self.caps: dict = {}
+        self._methods: dict = {}  # session? -> core.methods_for(session) of the batch being handled
         self.windows: dict = {}
         self.emitted: OrderedDict = OrderedDict()
         self.wake = asyncio.Event()
@@ -152,6 +155,7 @@ class ExplainerLoop(ConsumerLoop):
     async def handle(self, gen: int, batch: dict) -> None:
         s = self.settings
         eligible: dict = {}  # (model, method) -> events of this batch it could explain, counted once per batch
+        self._methods = {}  # session? -> core.methods_for(session), once per batch
         try:
             for tp, recs in batch.items():
                 if self.paused or gen != self.generation:
@@ -188,15 +192,18 @@ class ExplainerLoop(ConsumerLoop):
                 return 0
             examples, params = got
             event_id = params["session"]["session_id"]
-        else:
-            ex = core.parse_event(value)
-            if ex is None:
+        else:  # built into an example only if sampled or taken by the reservoir (ExplainerCore.intake_preference)
+            got = core.intake_preference(value, self.settings.explain_sample_rate)
+            if got is None:
                 return 0
-            examples, params, event_id = [ex], None, ex.event_id
-        methods = core.methods_for(session)
+            event_id, ex = got
+            examples, params = [ex], None
+        methods = self._methods.get(session)
+        if methods is None:  # once per batch: no snapshot lands while a batch is handled (no await in it)
+            methods = self._methods[session] = core.methods_for(session)
         for name, method, _fn in methods:
             eligible[(name, method)] = eligible.get((name, method), 0) + 1
-        if not core.sampled(event_id, self.settings.explain_sample_rate):
+        if (not session and examples[0] is None) or not core.sampled(event_id, self.settings.explain_sample_rate):
             return 0
         if not methods:  # sampled before any snapshot of a model exists
             core.metrics.explanations_skipped.labels(reason="no_model").inc()
