@@ -299,7 +299,7 @@ def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstra
 
     stack = Stack(kafka_bootstrap, kafka_options, tmp_path)  # run-unique topics, the drift topic included
     lport, eport, sport, prom_port = free_port(), free_port(), free_port(), free_port()
-    env = dict(PREFSTREAM_MODELS="linear-bt,capacity,gpm", PREFSTREAM_FEATURE_NAMES="a,b,c",
+    env = dict(PREFSTREAM_MODELS="linear-bt,capacity,gpm,linear-bt-personal", PREFSTREAM_FEATURE_NAMES="a,b,c",
                PREFSTREAM_MODEL_PARAMS=json.dumps({"gpm": {"refit_every": 100, "min_train": 50, "window_size": 300}}),
                PREFSTREAM_MONITOR_WINDOW="20", PREFSTREAM_MONITOR_WARMUP="0", PREFSTREAM_MONITOR_CHECK_EVERY="10",
                PREFSTREAM_EXPLAIN_MAX_QUEUE="100000")
@@ -320,7 +320,7 @@ def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstra
         base = start.stdout.strip().splitlines()[-1]
 
         rng = np.random.default_rng(3)
-        events = [pref_event(i, rng, prefix="dash") for i in range(600)]
+        events = [pref_event(i, rng, prefix="dash", user_id=f"u{i % 7}") for i in range(600)]   # people: the People row
         stack.send("preferences", events[:300])
         stack.wait(lambda: stack.totals()[0] >= 300 or None, 120, "300 learned events")
         # events after the first snapshots get explained; a duplicate, a malformed event, a bad request

@@ -192,7 +192,8 @@ def test_topics_replay_learner_explainer_and_tail_over_ssl_and_sasl_ssl(tls_brok
     b, n = tls_broker, 40
     u = uuid.uuid4().hex[:8]
     topics = {f"PREFSTREAM_TOPIC_{k.upper()}": f"tls.{k}.{u}" for k in
-              ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters", "drift")}
+              ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters", "drift",
+               "people")}
     common = {**topics, "PREFSTREAM_CONSUMER_GROUP": f"tls-{u}", "PREFSTREAM_STATE_DIR": str(tmp_path / "state"),
               "PREFSTREAM_SNAPSHOT_EVERY_SECONDS": "0.3", "PREFSTREAM_SNAPSHOT_EVERY_EVENTS": "100",
               "PREFSTREAM_BROKER_WAIT_SECONDS": "30",

@@ -34,7 +34,8 @@ from stream.workers._snapshot import digest_add, event_hash, split_stream_meta
 pytestmark = pytest.mark.kafka
 
 REPO = Path(__file__).resolve().parents[1]
-TOPIC_KEYS = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters", "drift")
+TOPIC_KEYS = ("preferences", "clicks", "items", "models", "explain_requests", "explanations", "dead_letters", "drift",
+              "people")
 W_TRUE = np.array([1.0, -2.0, 0.5])
 
 
@@ -45,13 +46,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def pref_event(i: int, rng: np.random.Generator, prefix: str = "e") -> tuple[str, bytes]:
+def pref_event(i: int, rng: np.random.Generator, prefix: str = "e", user_id: str | None = None) -> tuple[str, bytes]:
     xl, xr = rng.normal(size=3), rng.normal(size=3)
     y = 1 if W_TRUE @ (xl - xr) > 0 else -1
     eid = f"{prefix}{i}"
     ev = {"schema_version": 1, "event_id": eid, "timestamp": 1700000000 + i,
           "left": {"features": dict(zip("abc", map(float, xl)))},
           "right": {"features": dict(zip("abc", map(float, xr)))}, "outcome": y}
+    if user_id is not None:
+        ev["user_id"] = user_id
     return eid, json.dumps(ev).encode()
 
 
@@ -75,8 +78,8 @@ class Stack:
         self.topics = {k: f"test.workers.{k}.{u}" for k in TOPIC_KEYS}
         specs = {}
         for k, name in self.topics.items():
-            parts = partitions if k in ("preferences", "clicks") else 1
-            cfg = {"cleanup.policy": "compact"} if k in ("items", "models") else {}
+            parts = partitions if k in ("preferences", "clicks", "people") else 1   # people: a partition per input one
+            cfg = {"cleanup.policy": "compact"} if k in ("items", "models", "people") else {}
             if k == "models":
                 cfg["max.message.bytes"] = "8388608"
             specs[name] = TopicSpec(parts, cfg)

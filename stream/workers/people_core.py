@@ -157,6 +157,14 @@ class PeopleHandling:
                     held[name] = held.get(name, 0) + int(slot.learner.people_held())
         for model, n in held.items():
             self.metrics.people_held.labels(model=model).set(n)
+            series = self.__dict__.setdefault("_people_series", set())
+            if model not in series:   # every people series exists from the start (0, not "no data")
+                series.add(model)
+                self.metrics.people_changelog_lag.labels(model=model)
+                self.metrics.people_restored.labels(model=model)
+                self.metrics.people_evicted.labels(model=model)
+                for kind in ("state", "tombstone"):
+                    self.metrics.people_changelog_records.labels(model=model, kind=kind)
         if self.people is not None:
             for model, n in self.people.pending().items():
                 self.metrics.people_changelog_lag.labels(model=model).set(n)
