@@ -7,19 +7,23 @@ event as JSON (measured on the 2-core machine at load 2: fastavro 24,500 events/
 this reader keeps, per map size, the *layout* of the last map it read — the encoded keys — and
 reads a map of that layout with one ``struct.unpack_from`` (keys as fixed-length byte strings,
 values as little-endian doubles), checks the keys against the layout with one tuple comparison,
-and zips the values onto the cached key strings. A map of another layout is read entry by entry
-(and becomes the layout). Everything else of the record is read field by field as the Avro
+and gives the values with the cached key strings as a :class:`~stream.contract.decoding.FeatureRow`
+(no dict per map: the contract's batch fast path puts the values straight into the batch's
+arrays). A map of another layout is read entry by entry (and becomes the layout). Everything
+else of the record is read field by field as the Avro
 specification encodes it (zig-zag varints, length-prefixed UTF-8 strings, union branch indices,
 8-byte doubles).
 
 It only ever *accepts*: a record it is not sure of — another writer schema, map blocks other
-than one positive block, bytes left over, anything that raises — returns None and the caller
+than one positive block, a repeated map key, bytes left over, anything that raises — returns None and the caller
 reads it with fastavro (the reference; ``tests/test_schema_registry.py`` compares both).
 """
 
 from __future__ import annotations
 
 import struct
+
+from stream.contract.decoding import FeatureRow
 
 __all__ = ["PreferenceReader"]
 
@@ -76,7 +80,7 @@ class PreferenceReader:
     def __init__(self) -> None:
         self.layouts: dict[int, _Layout] = {}  # map size -> the last layout read
 
-    def _map(self, buf: bytes, pos: int) -> tuple[dict, int]:
+    def _map(self, buf: bytes, pos: int) -> tuple[FeatureRow, int]:
         count, pos = _long(buf, pos)
         if count <= 0:
             raise ValueError("not one positive map block")  # empty maps, sized blocks: fastavro
@@ -87,7 +91,7 @@ class PreferenceReader:
                 pos += lay.size
                 if buf[pos] != 0:
                     raise ValueError("more than one map block")
-                return dict(zip(lay.names, vals[1::2])), pos + 1
+                return FeatureRow(lay.names, vals[1::2]), pos + 1
         keys, names, values = [], [], []
         for _ in range(count):
             start = pos
@@ -98,8 +102,10 @@ class PreferenceReader:
             pos += 8
         if buf[pos] != 0:
             raise ValueError("more than one map block")
-        self.layouts[count] = _Layout(tuple(keys), tuple(names))
-        return dict(zip(names, values)), pos + 1
+        if len(set(names)) != count:
+            raise ValueError("a repeated map key")  # fastavro keeps the last value of a key
+        lay = self.layouts[count] = _Layout(tuple(keys), tuple(names))
+        return FeatureRow(lay.names, tuple(values)), pos + 1
 
     def _ref(self, buf: bytes, pos: int) -> tuple[dict, int]:
         ref = {}
