@@ -5,11 +5,12 @@ generic reader): 43 µs for a Pokémon duel's 2 × 26 features against orjson's 
 event as JSON (measured on the 2-core machine at load 2: fastavro 24,500 events/s, orjson
 109,000). A topic's feature maps repeat the same keys in the same order event after event, so
 this reader keeps, per map size, the *layout* of the last map it read — the encoded keys — and
-reads a map of that layout with one ``struct.unpack_from`` (keys as fixed-length byte strings,
-values as little-endian doubles), checks the keys against the layout with one tuple comparison,
-and gives the values with the cached key strings as a :class:`~stream.contract.decoding.FeatureRow`
-(no dict per map: the contract's batch fast path puts the values straight into the batch's
-arrays). A map of another layout is read entry by entry (and becomes the layout). Everything
+checks a map of that layout with one ``struct.unpack_from`` of its keys (fixed-length byte
+strings, the values skipped) and one tuple comparison, and gives the map as a
+:class:`~stream.contract.decoding.FeatureRow`: the layout and the map's bytes, whose values
+(little-endian doubles) the layout reads with one more ``struct.unpack`` when the contract's
+batch fast path puts them into the batch's arrays — no dict per map, and nothing per map the
+garbage collector must track but the small row object. A map of another layout is read entry by entry (and becomes the layout). Everything
 else of the record is read field by field as the Avro
 specification encodes it (zig-zag varints, length-prefixed UTF-8 strings, union branch indices,
 8-byte doubles).
@@ -63,14 +64,16 @@ def _string(buf: bytes, pos: int) -> tuple[str, int]:
 
 
 class _Layout:
-    """The encoded keys of one map layout: the struct that reads it, the key bytes, the key strings."""
+    """The encoded keys of one map layout: the key bytes, the key strings, the struct that reads
+    the keys (values skipped) and the one that reads the values (keys skipped)."""
 
-    __slots__ = ("keys", "names", "size", "struct")
+    __slots__ = ("keys", "names", "size", "struct", "unpack")
 
     def __init__(self, keys: tuple, names: tuple) -> None:
         self.keys, self.names = keys, names
-        self.struct = struct.Struct("<" + "".join(f"{len(k)}sd" for k in keys))
+        self.struct = struct.Struct("<" + "".join(f"{len(k)}s8x" for k in keys))
         self.size = self.struct.size
+        self.unpack = struct.Struct("<" + "".join(f"{len(k)}xd" for k in keys)).unpack  # FeatureRow.values
 
 
 class PreferenceReader:
@@ -85,27 +88,25 @@ class PreferenceReader:
         if count <= 0:
             raise ValueError("not one positive map block")  # empty maps, sized blocks: fastavro
         lay = self.layouts.get(count)
-        if lay is not None and pos + lay.size <= len(buf):
-            vals = lay.struct.unpack_from(buf, pos)
-            if vals[0::2] == lay.keys:
-                pos += lay.size
-                if buf[pos] != 0:
-                    raise ValueError("more than one map block")
-                return FeatureRow(lay.names, vals[1::2]), pos + 1
-        keys, names, values = [], [], []
+        if lay is not None and pos + lay.size <= len(buf) and lay.struct.unpack_from(buf, pos) == lay.keys:
+            end = pos + lay.size
+            if buf[end] != 0:
+                raise ValueError("more than one map block")
+            return FeatureRow(lay, buf[pos:end]), end + 1
+        first = pos
+        keys, names = [], []
         for _ in range(count):
             start = pos
             name, pos = _string(buf, pos)
             keys.append(buf[start:pos])
             names.append(name)
-            values.append(_DOUBLE.unpack_from(buf, pos)[0])
             pos += 8
-        if buf[pos] != 0:
+        if pos > len(buf) or buf[pos] != 0:
             raise ValueError("more than one map block")
         if len(set(names)) != count:
             raise ValueError("a repeated map key")  # fastavro keeps the last value of a key
         lay = self.layouts[count] = _Layout(tuple(keys), tuple(names))
-        return FeatureRow(lay.names, tuple(values)), pos + 1
+        return FeatureRow(lay, buf[first:pos]), pos + 1
 
     def _ref(self, buf: bytes, pos: int) -> tuple[dict, int]:
         ref = {}

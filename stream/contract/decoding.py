@@ -25,38 +25,51 @@ WEIGHT_RANGE = (1e-6, 1e6)
 
 
 class FeatureRow(_MappingABC):
-    """A feature map a wire format decoded in a layout many records share: the names (one tuple,
-    shared by every row of the layout) and the values (a tuple of floats), without a dict per record.
+    """A feature map a wire format decoded in a layout many records share, kept as its encoded
+    bytes: the layout (one object per layout, shared by every row of it) gives the names and
+    reads the values out of the bytes when they are asked for.
 
     The Avro reader of the preference record (:mod:`stream.broker.avro_fast`) gives one per
-    feature map; the contract's batch fast path (:mod:`stream.contract.batch`) takes its names
-    and values as they are (they go into the batch's arrays), and everything else sees plain
-    dicts (:func:`plain_doc`, :meth:`Decoded.get`). Names are distinct (the reader declines a map
-    with a repeated key). A read-only mapping, equal to the dict of the same items.
+    feature map: one small object and a bytes slice (which the garbage collector does not track)
+    instead of a dict of floats per map. The contract's batch fast path
+    (:mod:`stream.contract.batch`) takes the names and the values into the batch's arrays;
+    everything else sees plain dicts (:func:`plain_doc`, :meth:`Decoded.get`). Names are
+    distinct (the reader declines a map that repeats a key). A read-only mapping, equal to the
+    dict of the same items.
+
+    Attributes
+    ----------
+    layout : object
+        ``layout.names`` (tuple of str) and ``layout.unpack(raw)`` (tuple of floats, in names order).
+    raw : bytes
     """
 
-    __slots__ = ("names", "vals")
+    __slots__ = ("layout", "raw")
 
-    def __init__(self, names: tuple, vals: tuple) -> None:
-        self.names, self.vals = names, vals
+    def __init__(self, layout, raw: bytes) -> None:
+        self.layout, self.raw = layout, raw
+
+    @property
+    def names(self) -> tuple:
+        return self.layout.names
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self.layout.names)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
+        return iter(self.layout.names)
 
     def __getitem__(self, key: str) -> float:
         try:
-            return self.vals[self.names.index(key)]
+            return self.values()[self.layout.names.index(key)]
         except ValueError:
             raise KeyError(key) from None
 
     def values(self) -> tuple:  # the batch path extends its flat list with these
-        return self.vals
+        return self.layout.unpack(self.raw)
 
     def items(self):
-        return zip(self.names, self.vals)
+        return zip(self.layout.names, self.values())
 
     def __repr__(self) -> str:
         return f"FeatureRow({dict(self.items())!r})"
