@@ -142,6 +142,47 @@ def test_avro_events_and_a_json_forget_record_go_through_the_learner_core():
     assert la.person_info("u2") == {"personalized": True, "version": 20}
 
 
+def test_avro_events_stay_on_the_batch_fast_path_and_its_block_arrays():
+    """The fast reader's feature maps are FeatureRows (names shared by the layout, values a tuple):
+    the contract's batch path takes them as they are — row examples of one block, arrays indexed
+    from it — and gives what it gives for the same events as JSON; the events it declines (another
+    key order on the right, a value out of range) reach the validators as plain dicts, with the
+    JSON events' result or reason. :meth:`Decoded.get` gives plain dicts (fastavro's document)."""
+    import fastavro
+    import numpy as np
+
+    from stream.contract.batch import RowExample, _block_arrays, learner_arrays, parse_batch
+    from stream.contract.decoding import FeatureRow
+    from stream.broker.serializers import _strip_preference
+
+    fmt = _known_avro_format()
+    docs = [event(i) for i in range(40)]
+    docs[7]["right"]["features"] = {"speed": -7.0, "hp": 3.0}  # another key order: the validator's path
+    docs[9]["left"]["features"]["hp"] = 1e300  # out of range: the validator's reason
+    vals = [fmt.wrap(framed_avro(1, avro_schema("preference"), d)) for d in docs]
+    assert all(type(v.doc["left"]["features"]) is FeatureRow for v in vals)
+    assert vals[3].doc["left"]["features"].names is vals[4].doc["right"]["features"].names  # one layout
+    parsed = parse_batch("preferences", vals, None, 1 << 20)
+    plain = parse_batch("preferences", [json.dumps(d).encode() for d in docs], None, 1 << 20)
+    assert parsed[9].reason == plain[9].reason == "out_of_range"
+    assert type(parsed[7][0]) is not RowExample and parsed[7] == plain[7]
+    fast = [k for k in range(40) if k not in (7, 9)]
+    assert all(type(parsed[k][0]) is RowExample for k in fast) and len(parsed.blocks) == 1
+    assert [parsed[k] for k in fast] == [plain[k] for k in fast]  # equal PreferenceExamples
+    exs, ref = [parsed[k][0] for k in fast], [plain[k][0] for k in fast]
+    got = _block_arrays(exs, ["speed", "hp"], None)
+    assert got is not None  # indexed from the block, no dict read back
+    want = learner_arrays(ref, ["speed", "hp"], None)
+    for a in ("X_left", "X_right", "y", "weight"):
+        np.testing.assert_allclose(getattr(got, a), getattr(want, a), rtol=0, atol=0, err_msg=a)
+    assert type(exs[0].left) is dict and exs[0].left == ref[0].left
+    schema = fastavro.parse_schema(json.loads(avro_schema("preference")))
+    raw = framed_avro(1, avro_schema("preference"), docs[3])
+    doc = fmt.wrap(raw).get()
+    assert type(doc["left"]["features"]) is dict and type(doc["right"]["features"]) is dict
+    assert doc == _strip_preference(fastavro.schemaless_reader(io.BytesIO(raw[5:]), schema, None))
+
+
 # ------------------------------------------------------------------------------ the real registry
 def test_compatibility_is_backward(schema_registry_url):
     with urllib.request.urlopen(schema_registry_url + "/config", timeout=5) as r:
@@ -252,6 +293,7 @@ def test_the_fast_preference_reader_agrees_with_fastavro_or_declines():
 
     from stream.broker.avro_fast import PreferenceReader
     from stream.broker.serializers import _strip_preference
+    from stream.contract.decoding import plain_doc
 
     schema = fastavro.parse_schema(json.loads(avro_schema("preference")))
     reader, rng = PreferenceReader(), random.Random(7)
@@ -278,12 +320,20 @@ def test_the_fast_preference_reader_agrees_with_fastavro_or_declines():
         got = reader.read(raw)
         if got is not None:
             accepted += 1
-            assert got == _strip_preference(fastavro.schemaless_reader(io.BytesIO(raw[5:]), schema, None))
+            assert plain_doc(got) == _strip_preference(fastavro.schemaless_reader(io.BytesIO(raw[5:]), schema, None))
         if i < 30:
             for cut in range(5, len(raw)):
                 assert reader.read(raw[:cut]) is None
             assert reader.read(raw + b"\x00") is None
     assert accepted > 1000
+    # a map that repeats a key (fastavro keeps the last value): declined, whether a layout is cached or not
+    d = {"schema_version": 1, "event_id": "dup", "timestamp": 1.0, "left": {"features": {"aa": 1.0, "bb": 2.0}},
+         "right": {"features": {"aa": 3.0, "bb": 4.0}}, "outcome": 1}
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, schema, d)
+    raw = b"\x00\x00\x00\x00\x01" + buf.getvalue().replace(b"\x04bb", b"\x04aa")
+    assert fastavro.schemaless_reader(io.BytesIO(raw[5:]), schema, None)["left"]["features"] == {"aa": 2.0}
+    assert PreferenceReader().read(raw) is None and reader.read(raw) is None
 
 
 def test_replay_format_avro_writes_registered_avro(kafka_bootstrap, kafka_options, unique_topic, schema_registry_url,

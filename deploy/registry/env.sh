@@ -27,6 +27,10 @@ REGISTRY_LOG_FILE="$REGISTRY_RUN/registry.log"
 REGISTRY_HOST="127.0.0.1"
 REGISTRY_PORT="${PREFSTREAM_REGISTRY_PORT:-8081}"
 REGISTRY_URL="http://$REGISTRY_HOST:$REGISTRY_PORT/apis/ccompat/v7"   # the Confluent-compatible API
+# Quarkus's management interface (health, metrics) binds 0.0.0.0:9000 by default, so a second
+# registry on another PREFSTREAM_REGISTRY_PORT failed to start ("Address already in use"): it gets
+# its own port on 127.0.0.1, 1000 above the API's unless PREFSTREAM_REGISTRY_MANAGEMENT_PORT is set
+REGISTRY_MANAGEMENT_PORT="${PREFSTREAM_REGISTRY_MANAGEMENT_PORT:-$((REGISTRY_PORT + 1000))}"
 REGISTRY_HEAP_OPTS="${REGISTRY_HEAP_OPTS:--Xms64m -Xmx384m}"
 REGISTRY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 

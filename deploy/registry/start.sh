@@ -92,6 +92,7 @@ log "starting Apicurio Registry $REGISTRY_VERSION at $REGISTRY_URL with $JAVA (l
 # shellcheck disable=SC2086
 ( cd "$REGISTRY_APP" && exec setsid nohup "$JAVA" $REGISTRY_HEAP_OPTS -XX:+ExitOnOutOfMemoryError \
     -Djava.awt.headless=true -Dquarkus.http.host="$REGISTRY_HOST" -Dquarkus.http.port="$REGISTRY_PORT" \
+    -Dquarkus.management.host="$REGISTRY_HOST" -Dquarkus.management.port="$REGISTRY_MANAGEMENT_PORT" \
     -Dquarkus.log.level=WARN -Dquarkus.http.access-log.enabled=false \
     -jar quarkus-run.jar > "$REGISTRY_LOG_FILE" 2>&1 < /dev/null 9>&- ) &
 PID=$!

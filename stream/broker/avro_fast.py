@@ -5,21 +5,26 @@ generic reader): 43 µs for a Pokémon duel's 2 × 26 features against orjson's 
 event as JSON (measured on the 2-core machine at load 2: fastavro 24,500 events/s, orjson
 109,000). A topic's feature maps repeat the same keys in the same order event after event, so
 this reader keeps, per map size, the *layout* of the last map it read — the encoded keys — and
-reads a map of that layout with one ``struct.unpack_from`` (keys as fixed-length byte strings,
-values as little-endian doubles), checks the keys against the layout with one tuple comparison,
-and zips the values onto the cached key strings. A map of another layout is read entry by entry
-(and becomes the layout). Everything else of the record is read field by field as the Avro
+checks a map of that layout with one ``struct.unpack_from`` of its keys (fixed-length byte
+strings, the values skipped) and one tuple comparison, and gives the map as a
+:class:`~stream.contract.decoding.FeatureRow`: the layout and the map's bytes, whose values
+(little-endian doubles) the layout reads with one more ``struct.unpack`` when the contract's
+batch fast path puts them into the batch's arrays — no dict per map, and nothing per map the
+garbage collector must track but the small row object. A map of another layout is read entry by entry (and becomes the layout). Everything
+else of the record is read field by field as the Avro
 specification encodes it (zig-zag varints, length-prefixed UTF-8 strings, union branch indices,
 8-byte doubles).
 
 It only ever *accepts*: a record it is not sure of — another writer schema, map blocks other
-than one positive block, bytes left over, anything that raises — returns None and the caller
+than one positive block, a repeated map key, bytes left over, anything that raises — returns None and the caller
 reads it with fastavro (the reference; ``tests/test_schema_registry.py`` compares both).
 """
 
 from __future__ import annotations
 
 import struct
+
+from stream.contract.decoding import FeatureRow
 
 __all__ = ["PreferenceReader"]
 
@@ -59,14 +64,16 @@ def _string(buf: bytes, pos: int) -> tuple[str, int]:
 
 
 class _Layout:
-    """The encoded keys of one map layout: the struct that reads it, the key bytes, the key strings."""
+    """The encoded keys of one map layout: the key bytes, the key strings, the struct that reads
+    the keys (values skipped) and the one that reads the values (keys skipped)."""
 
-    __slots__ = ("keys", "names", "size", "struct")
+    __slots__ = ("keys", "names", "size", "struct", "unpack")
 
     def __init__(self, keys: tuple, names: tuple) -> None:
         self.keys, self.names = keys, names
-        self.struct = struct.Struct("<" + "".join(f"{len(k)}sd" for k in keys))
+        self.struct = struct.Struct("<" + "".join(f"{len(k)}s8x" for k in keys))
         self.size = self.struct.size
+        self.unpack = struct.Struct("<" + "".join(f"{len(k)}xd" for k in keys)).unpack  # FeatureRow.values
 
 
 class PreferenceReader:
@@ -76,30 +83,30 @@ class PreferenceReader:
     def __init__(self) -> None:
         self.layouts: dict[int, _Layout] = {}  # map size -> the last layout read
 
-    def _map(self, buf: bytes, pos: int) -> tuple[dict, int]:
+    def _map(self, buf: bytes, pos: int) -> tuple[FeatureRow, int]:
         count, pos = _long(buf, pos)
         if count <= 0:
             raise ValueError("not one positive map block")  # empty maps, sized blocks: fastavro
         lay = self.layouts.get(count)
-        if lay is not None and pos + lay.size <= len(buf):
-            vals = lay.struct.unpack_from(buf, pos)
-            if vals[0::2] == lay.keys:
-                pos += lay.size
-                if buf[pos] != 0:
-                    raise ValueError("more than one map block")
-                return dict(zip(lay.names, vals[1::2])), pos + 1
-        keys, names, values = [], [], []
+        if lay is not None and pos + lay.size <= len(buf) and lay.struct.unpack_from(buf, pos) == lay.keys:
+            end = pos + lay.size
+            if buf[end] != 0:
+                raise ValueError("more than one map block")
+            return FeatureRow(lay, buf[pos:end]), end + 1
+        first = pos
+        keys, names = [], []
         for _ in range(count):
             start = pos
             name, pos = _string(buf, pos)
             keys.append(buf[start:pos])
             names.append(name)
-            values.append(_DOUBLE.unpack_from(buf, pos)[0])
             pos += 8
-        if buf[pos] != 0:
+        if pos > len(buf) or buf[pos] != 0:
             raise ValueError("more than one map block")
-        self.layouts[count] = _Layout(tuple(keys), tuple(names))
-        return dict(zip(names, values)), pos + 1
+        if len(set(names)) != count:
+            raise ValueError("a repeated map key")  # fastavro keeps the last value of a key
+        lay = self.layouts[count] = _Layout(tuple(keys), tuple(names))
+        return FeatureRow(lay, buf[first:pos]), pos + 1
 
     def _ref(self, buf: bytes, pos: int) -> tuple[dict, int]:
         ref = {}

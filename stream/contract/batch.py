@@ -58,6 +58,7 @@ from stream.contract import (
     decode_json,
     preference_from_doc,
 )
+from stream.contract.decoding import Decoded, FeatureRow, plain_doc
 from stream.contract.preference import _PREF_KEYS, _REF_KEYS
 
 __all__ = ["BatchArrays", "Parsed", "RowExample", "decode", "learner_arrays", "parse_batch"]
@@ -97,6 +98,14 @@ def decode(raw: Any, max_bytes: int) -> Any:
     return decode_json(raw, max_bytes)  # a Decoded value (Avro, JSON Schema framing) gives its document here
 
 
+def _decode_for_batch(raw: Any, max_bytes: int) -> Any:
+    """:func:`decode`, but a :class:`Decoded` document as it is: its feature maps may be
+    :class:`FeatureRow` (the fast path takes them; :func:`parse_batch` makes the others plain)."""
+    if type(raw) is Decoded and raw.error is None:
+        return raw.doc
+    return decode(raw, max_bytes)
+
+
 def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, max_bytes: int,
                 expander=None) -> list:
     """Decode and validate each message of a batch on its own.
@@ -124,7 +133,7 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
     docs: list = []
     for raw in values:
         try:
-            docs.append(decode(raw, max_bytes))
+            docs.append(_decode_for_batch(raw, max_bytes))
         except DeadLetter as dl:
             docs.append(dl)
     fast = _fast_preferences(docs) if single else [None] * len(docs)
@@ -136,6 +145,7 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
         if isinstance(doc, DeadLetter):
             out.append(doc)
             continue
+        doc = plain_doc(doc)  # the validators take the JSON contract's dicts
         try:
             res = preference_from_doc(doc, catalog) if single else click_session_from_doc(doc, catalog, expander)
         except DeadLetter as dl:
@@ -148,6 +158,8 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
 #: feature-name tuples already checked (non-empty names of at most 256 characters)
 _GOOD_NAMES: set = set()
 _NUMBER = (float, int)
+#: what a feature map of the fast path may be: a JSON object, or a wire format's FeatureRow
+_FEATURE_MAPS = (dict, FeatureRow)
 
 
 def _names_ok(names: tuple) -> bool:
@@ -176,10 +188,10 @@ def _shape(d: Any):
     if type(left) is not dict or type(right) is not dict or not (left.keys() <= _REF_KEYS) or not (right.keys() <= _REF_KEYS):
         return None
     fl, fr = left.get("features"), right.get("features")
-    if type(fl) is not dict or type(fr) is not dict:
+    if type(fl) not in _FEATURE_MAPS or type(fr) not in _FEATURE_MAPS:
         return None
-    names = tuple(fl)
-    if tuple(fr) != names or not _names_ok(names):
+    names = fl.names if type(fl) is FeatureRow else tuple(fl)
+    if (fr.names if type(fr) is FeatureRow else tuple(fr)) != names or not _names_ok(names):
         return None
     lid, rid = left.get("id"), right.get("id")
     if lid is not None and (type(lid) is not str or not 0 < len(lid) <= 512) or (lid is None and "id" in left):
@@ -189,7 +201,7 @@ def _shape(d: Any):
     c = None
     if "context" in d:
         c = d["context"]
-        if type(c) is not dict or (c and not _names_ok(tuple(c))):
+        if type(c) not in _FEATURE_MAPS or (c and not _names_ok(tuple(c))):
             return None
     u = d.get("user_id")
     if u is not None and (type(u) is not str or not 0 < len(u) <= 512) or (u is None and "user_id" in d):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping as _MappingABC
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from stream.contract.reasons import SCHEMA_VERSION, DeadLetter
 from stream.contract.schemas import TIMESTAMP_FORMS, _json_type
@@ -23,6 +24,70 @@ MAX_ABS_VALUE = 1e15
 WEIGHT_RANGE = (1e-6, 1e6)
 
 
+class FeatureRow(_MappingABC):
+    """A feature map a wire format decoded in a layout many records share, kept as its encoded
+    bytes: the layout (one object per layout, shared by every row of it) gives the names and
+    reads the values out of the bytes when they are asked for.
+
+    The Avro reader of the preference record (:mod:`stream.broker.avro_fast`) gives one per
+    feature map: one small object and a bytes slice (which the garbage collector does not track)
+    instead of a dict of floats per map. The contract's batch fast path
+    (:mod:`stream.contract.batch`) takes the names and the values into the batch's arrays;
+    everything else sees plain dicts (:func:`plain_doc`, :meth:`Decoded.get`). Names are
+    distinct (the reader declines a map that repeats a key). A read-only mapping, equal to the
+    dict of the same items.
+
+    Attributes
+    ----------
+    layout : object
+        ``layout.names`` (tuple of str) and ``layout.unpack(raw)`` (tuple of floats, in names order).
+    raw : bytes
+    """
+
+    __slots__ = ("layout", "raw")
+
+    def __init__(self, layout, raw: bytes) -> None:
+        self.layout, self.raw = layout, raw
+
+    @property
+    def names(self) -> tuple:
+        return self.layout.names
+
+    def __len__(self) -> int:
+        return len(self.layout.names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.layout.names)
+
+    def __getitem__(self, key: str) -> float:
+        try:
+            return self.values()[self.layout.names.index(key)]
+        except ValueError:
+            raise KeyError(key) from None
+
+    def values(self) -> tuple:  # the batch path extends its flat list with these
+        return self.layout.unpack(self.raw)
+
+    def items(self):
+        return zip(self.layout.names, self.values())
+
+    def __repr__(self) -> str:
+        return f"FeatureRow({dict(self.items())!r})"
+
+
+def plain_doc(doc: Any) -> Any:
+    """``doc`` with its :class:`FeatureRow` feature maps (items' ``features``, ``context``) made
+    plain dicts, in place: the document the JSON contract describes (what the validators take)."""
+    if type(doc) is dict:
+        for side in ("left", "right"):
+            ref = doc.get(side)
+            if type(ref) is dict and type(ref.get("features")) is FeatureRow:
+                ref["features"] = dict(ref["features"].items())
+        if type(doc.get("context")) is FeatureRow:
+            doc["context"] = dict(doc["context"].items())
+    return doc
+
+
 class Decoded:
     """A message value a wire format other than plain JSON has already decoded
     (:mod:`stream.broker.serializers`): the contract's parsers take it in place of the bytes.
@@ -32,7 +97,9 @@ class Decoded:
     raw : bytes or None
         The message value as it came (what a dead letter keeps, to be re-driven as it was).
     doc : Any
-        The decoded document (a dict of the same shape as the JSON of the contract), or None.
+        The decoded document (a dict of the same shape as the JSON of the contract), or None;
+        its feature maps may be :class:`FeatureRow` (the batch fast path takes them as they are;
+        :meth:`get` gives plain dicts).
     error : DeadLetter or None
         Why the value could not be decoded (``not_wire_format``, ``unknown_schema``, ...);
         raised where the contract would decode it.
@@ -44,10 +111,10 @@ class Decoded:
         self.raw, self.doc, self.error = raw, doc, error
 
     def get(self) -> Any:
-        """The document, or raise :attr:`error`."""
+        """The document (feature maps as plain dicts), or raise :attr:`error`."""
         if self.error is not None:
             raise self.error
-        return self.doc
+        return plain_doc(self.doc)
 
 
 def raw_value(value: Any) -> Any:
