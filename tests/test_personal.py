@@ -196,8 +196,9 @@ def test_ranking_metrics_closed_forms():
     s = np.array([0.9, 0.8, 0.7, 0.1])
     # relevant at ranks 1 and 3: DCG = 1 + 1/log2(4) = 1.5; IDCG = 1 + 1/log2(3)
     assert ndcg_at_k(s, np.array([1, 0, 1, 0], bool), 10) == pytest.approx(1.5 / (1 + 1 / np.log2(3)), rel=1e-12)
-    assert ndcg_at_k(s, np.array([0, 0, 0, 1], bool), 3) == 0.0 and hr_at_k(s, np.array([0, 0, 0, 1], bool), 3) == 0.0
-    assert hr_at_k(s, np.array([0, 0, 0, 1], bool), 4) == 1.0
+    assert ndcg_at_k(s, np.array([0, 0, 0, 1], bool), 3) == pytest.approx(0.0, abs=1e-12)
+    assert hr_at_k(s, np.array([0, 0, 0, 1], bool), 3) == pytest.approx(0.0, abs=1e-12)
+    assert hr_at_k(s, np.array([0, 0, 0, 1], bool), 4) == pytest.approx(1.0, abs=1e-12)
     assert holdout_last(["a", "b", "a", "a", None], [1, 5, 2, 2, 9]).tolist() == [False, True, True, True, False]
 
 
