@@ -46,7 +46,8 @@ off-diagonal entries are the transition probabilities ``q_i(e_r − e_s)`` of Eq
 ``q_i(0)``. For Bernoulli games the classes are ``[0, 1]`` and ``ξ_i ∈ {−1, 0, +1}``.
 """
 
-from explainers.distributional.estimators import distributional_value, sampled_value, standard_value
+from explainers.distributional.estimators import (bernoulli_values_of_tables, distributional_value, sampled_value,
+                                                  standard_value)
 from explainers.distributional.families import BernoulliFamily, CategoricalFamily, GaussianFamily, PayoffFamily
 from explainers.distributional.games import StochasticGame, table_game
 from explainers.distributional.model_games import (bernoulli_preference_game, categorical_choice_game,
@@ -54,7 +55,7 @@ from explainers.distributional.model_games import (bernoulli_preference_game, ca
                                                    masked_inputs, pairwise_margin_value_function, product_value_function,
                                                    reference_game, table_value_function)
 from explainers.distributional.results import (explain_choice, explain_game, explain_gaussian_utility,
-                                               explain_preference, to_explanation)
+                                               explain_preference, explain_preference_tables, to_explanation)
 from explainers.distributional.structures import (Banzhaf, CoalitionStructure, ExplicitCoalitionStructure,
                                                   RandomOrderValue, Semivalue, Shapley, all_coalitions,
                                                   get_structure)
@@ -69,11 +70,12 @@ __all__ = [
     "StochasticGame", "table_game",
     # values and statistics
     "DiscreteDistributionalValue", "GaussianDistributionalValue", "distributional_value",
-    "sampled_value", "standard_value",
+    "sampled_value", "standard_value", "bernoulli_values_of_tables",
     # games from models
     "masked_inputs", "pairwise_margin_value_function", "learner_margin_value_function",
     "bernoulli_preference_game", "categorical_choice_game", "gaussian_utility_game", "reference_game",
     "table_value_function", "product_value_function",
     # results
-    "to_explanation", "explain_game", "explain_preference", "explain_choice", "explain_gaussian_utility",
+    "to_explanation", "explain_game", "explain_preference", "explain_preference_tables", "explain_choice",
+    "explain_gaussian_utility",
 ]

@@ -218,9 +218,13 @@ def _expit(x):
     return expit(x)
 
 
+#: Outcome names of a preference game: class 0, class 1 (1 = left preferred).
+PREFERENCE_CLASSES = ("right preferred", "left preferred")
+
+
 def bernoulli_preference_game(nu: Callable[[np.ndarray], np.ndarray], n_players: int, *, output: str = "margin",
                               feature_names: Sequence[str] | None = None,
-                              classes: Sequence[str] = ("right preferred", "left preferred")) -> StochasticGame:
+                              classes: Sequence[str] = PREFERENCE_CLASSES) -> StochasticGame:
     """Bernoulli preference game ``v(S) = Ber(σ(ν_S))`` (Franceschi et al. 2024 Sec. 3.1 on a preference model).
 
     ``ν`` is any coalition value function of a preference margin: the Pref-SHAP value function of a

@@ -229,11 +229,12 @@ def margin_bernoulli(learner, examples, ctx) -> Explanation:
 
     Exact enumeration: the margins of every event on every player coalition are one call of the
     learner's margin (removed features at the duel's midpoint, as
-    :func:`~explainers.distributional.pairwise_margin_value_function`), equal to one call per event to
-    1e-9. Sampled (stratified) values run per event with seed 0, as one call per event does.
+    :func:`~explainers.distributional.pairwise_margin_value_function`), and their distributional values
+    one :func:`~explainers.distributional.explain_preference_tables` for the batch, equal to one call per
+    event to 1e-9. Sampled (stratified) values run per event with seed 0, as one call per event does.
     """
-    from explainers.distributional import (all_coalitions, explain_preference, masked_inputs,
-                                           pairwise_margin_value_function, table_value_function)
+    from explainers.distributional import (all_coalitions, explain_preference, explain_preference_tables, masked_inputs,
+                                           pairwise_margin_value_function)
 
     b = budgets(ctx)
     names = list(learner.feature_names)
@@ -256,12 +257,14 @@ def margin_bernoulli(learner, examples, ctx) -> Explanation:
             L = np.concatenate([masked_inputs(xl, m, M) for xl, m in zip(XL, mid)])
             R = np.concatenate([masked_inputs(xr, m, M) for xr, m in zip(XR, mid)])
             table = np.asarray(margin(L, R), dtype=np.float64).reshape(len(examples), -1).T    # (K, n)
+    data = (XL - XR) @ member.T.astype(float)                                                    # (n, players)
+    if table is not None:                       # every event's table at hand: one exact enumeration for all
+        return with_budgets(explain_preference_tables(table, pl, data=data, instance_ids=[ex.event_id for ex in examples]),
+                            b)
     out = []
     for k, (xl, xr, ex) in enumerate(zip(XL, XR, examples)):
-        nu = (table_value_function(table[:, k]) if table is not None
-              else on_features(pairwise_margin_value_function(margin, xl, xr), member))
-        out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (xl - xr),
-                                      instance_id=ex.event_id, **opts))
+        nu = on_features(pairwise_margin_value_function(margin, xl, xr), member)
+        out.append(explain_preference(nu, pl, random_state=0, data=data[k], instance_id=ex.event_id, **opts))
     return with_budgets(Explanation.concat(out), b)
 
 

@@ -208,22 +208,27 @@ def gpm_bernoulli(learner, examples, ctx) -> Explanation:
     budget, else the stratified estimator with the target standard error and seed-0 draws per event, so a
     batch equals one call per event to 1e-9.
     """
-    from explainers.distributional import explain_preference, product_value_function, table_value_function
+    from explainers.distributional import (explain_preference, explain_preference_tables, product_value_function,
+                                           table_value_function)
     from explainers.prefshap.product import product_game_table
 
     model, ps, b = _prefshap_for(learner, ctx)
     XL, XR, U = _duel_arrays(model, examples)
     pl, member = players(list(model.feature_names), b["exact_players"])
     opts = dist_options(len(pl), b)
+    data = (XL - XR) @ member.T.astype(float)                                                    # (n, players)
+    terms = [ps.product_terms(XL[k], XR[k], None if U is None else U[k], member) for k in range(len(examples))]
+    if opts["method"] == "exact" and all((A.shape[0] << len(pl)) <= _TABLE_FLOATS for A, _, _ in terms):
+        # every coalition of every event, by doubling; then one exact enumeration for the batch
+        tables = np.stack([product_game_table(A, B, W) for A, B, W in terms], axis=1)
+        return with_budgets(explain_preference_tables(tables, pl, data=data,
+                                                      instance_ids=[ex.event_id for ex in examples]), b)
     out = []
     for k, ex in enumerate(examples):
-        A, B, W = ps.product_terms(XL[k], XR[k], None if U is None else U[k], member)     # factors per player
-        if opts["method"] == "exact" and (A.shape[0] << len(pl)) <= _TABLE_FLOATS:
-            nu = table_value_function(product_game_table(A, B, W))        # every coalition, by doubling
-        else:
-            nu = product_value_function(A, B, W)
-        out.append(explain_preference(nu, pl, random_state=0, data=member.astype(float) @ (XL[k] - XR[k]),
-                                      instance_id=ex.event_id, **opts))
+        A, B, W = terms[k]
+        nu = table_value_function(product_game_table(A, B, W)) if opts["method"] == "exact" and \
+            (A.shape[0] << len(pl)) <= _TABLE_FLOATS else product_value_function(A, B, W)
+        out.append(explain_preference(nu, pl, random_state=0, data=data[k], instance_id=ex.event_id, **opts))
     return with_budgets(Explanation.concat(out), b)
 
 
