@@ -8,6 +8,8 @@ sizes come from :mod:`explainers._coalitions`.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from explainers._coalitions import popcount, shapley_size_weights
@@ -15,12 +17,16 @@ from explainers._coalitions import popcount, shapley_size_weights
 __all__ = ["coalition_weights"]
 
 
+@lru_cache(maxsize=64)
 def _coalition_masks(d: int, c: int) -> np.ndarray:
     """All coalition bit masks with at most ``c + 1`` removed features, in Gray-code order (one bit
-    flips between neighbours, so each feature column of the hybrid buffer is a few long runs)."""
+    flips between neighbours, so each feature column of the hybrid buffer is a few long runs).
+    Computed once per ``(d, c)`` (read-only: the stream builds an explainer per event)."""
     i = np.arange(1 << d, dtype=np.int64)
     g = i ^ (i >> 1)
-    return g[popcount(g) <= c + 1] if c < d - 1 else g
+    out = g[popcount(g) <= c + 1] if c < d - 1 else g
+    out.flags.writeable = False
+    return out
 
 
 def coalition_weights(d: int, max_coalition_size: int | None = None) -> np.ndarray:
@@ -41,6 +47,7 @@ def coalition_weights(d: int, max_coalition_size: int | None = None) -> np.ndarr
     Returns
     -------
     ndarray of shape (d, 2**d), float64
+        Read-only: computed once per ``(d, c)`` (the stream builds an explainer per event).
 
     Examples
     --------
@@ -48,7 +55,11 @@ def coalition_weights(d: int, max_coalition_size: int | None = None) -> np.ndarr
     >>> W.tolist()
     [[0.5, -0.5, 0.5, -0.5], [0.5, 0.5, -0.5, -0.5]]
     """
-    c = d - 1 if max_coalition_size is None else int(max_coalition_size)
+    return _weights(int(d), d - 1 if max_coalition_size is None else int(max_coalition_size))
+
+
+@lru_cache(maxsize=64)
+def _weights(d: int, c: int) -> np.ndarray:
     masks = np.arange(1 << d, dtype=np.int64)
     sizes = popcount(masks)
     by_size = shapley_size_weights(d)
@@ -59,5 +70,6 @@ def coalition_weights(d: int, max_coalition_size: int | None = None) -> np.ndarr
         w = by_size[sizes[S]]
         W[i, S] += w
         W[i, S | bit] -= w
+    W.flags.writeable = False
     return W
 

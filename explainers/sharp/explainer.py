@@ -6,6 +6,8 @@ Preferences with Shapley Values*, Algorithm 1 (exact and approximate), Section 5
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import time
 from typing import Any, Callable, Sequence
 
@@ -84,6 +86,9 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         Scores within ``tie_rtol · (max − min)`` of the catalog's scores (plus a few ulps) are ties
         (:func:`explainers.sharp.ranks.tie_tolerance`): ranks are then the same after adding a
         constant to the scorer or rescaling it, instead of depending on rounding noise.
+    scores : array-like of shape (n,), optional
+        ``score_fn(X)`` when the caller already has it (e.g. one explainer per event over a shared
+        reference sample, scored once for all): checked like ``score_fn``'s output, not recomputed.
 
     Raises
     ------
@@ -114,7 +119,7 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
                  max_rows: int = DEFAULT_MAX_ROWS, model_name: str = "", model_version: int = 0,
                  feature_groups=None, max_exact_players: int = MAX_FEATURES,
                  n_permutations: int = DEFAULT_PERMUTATIONS, tie_rtol: float = TIE_RTOL,
-                 score_rows: int | None = None, max_coalitions: int | None = None):
+                 score_rows: int | None = None, max_coalitions: int | None = None, scores: Any = None):
         if not callable(score_fn):
             raise InvalidInputError(f"score_fn must be a callable X -> scores; got {type(score_fn).__name__}.")
         self.X = _as_matrix(X)
@@ -159,7 +164,7 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         check_param("SharpExplainer", "max_coalitions", max_coalitions, max_coalitions is None or (
             isinstance(max_coalitions, (int, np.integer)) and max_coalitions >= 4), "None or an int >= 4")
         self.max_coalitions = int(max_coalitions) if max_coalitions is not None else self.n_permutations * self.p
-        raw = _call_scores(score_fn, self.X)
+        raw = _call_scores(score_fn, self.X) if scores is None else _call_scores(lambda _X: scores, self.X)
         self.tie_rtol = float(tie_rtol)
         self.tol = tie_tolerance(raw, self.tie_rtol) if self.tie_rtol > 0 else 0.0
         self.scores = snap_ties(raw, self.tol)
@@ -174,11 +179,10 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         return self.p > self.max_exact_players
 
     def _feature_bits(self, codes: np.ndarray) -> np.ndarray:
-        """Feature-level removal masks (C, d) of player coalition codes (C,)."""
-        bits = coalitions_from_integers(codes, self.p)
-        if not self.grouped:
-            return bits
-        return (bits.astype(np.int64) @ self.member.astype(np.int64)) > 0
+        """Feature-level removal masks (C, d) of player coalition codes (C,) (read-only, cached)."""
+        codes = np.ascontiguousarray(codes, dtype=np.int64)
+        return _feature_bits(codes.tobytes(), self.p, self.member.tobytes() if self.grouped else None,
+                             self.member.shape)
 
     def _groups(self) -> dict:
         """``{player: [features]}`` of the grouped players (for the record)."""
@@ -498,3 +502,13 @@ class SharpExplainer(_QoIMixin, _GamesMixin):
         return z if z > 0 else 1.0
 
 
+@lru_cache(maxsize=64)
+def _feature_bits(codes: bytes, p: int, member: bytes | None, shape: tuple) -> np.ndarray:
+    """Feature-level removal masks of player coalition codes; ``member`` (players × features, bool bytes) maps
+    players to features (None: one feature each). Cached: the stream explains every event with the same
+    coalitions, in an explainer of its own."""
+    bits = coalitions_from_integers(np.frombuffer(codes, dtype=np.int64), p)
+    if member is not None:
+        bits = (bits.astype(np.int64) @ np.frombuffer(member, dtype=bool).reshape(shape).astype(np.int64)) > 0
+    bits.flags.writeable = False
+    return bits

@@ -20,6 +20,7 @@ compares scores with its tie tolerance (``tie_rtol``), so the ranks, and the val
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -60,7 +61,7 @@ class PairwiseHybrids:
         A = 0.5 * self.W * self.op(U[:, :, None], U[:, None, :])
         idx = np.arange(U.shape[1])
         A[:, idx, idx] = self.w * U
-        return np.einsum("ia,nij,jb->nab", G, A, G, optimize=True)
+        return G.T @ A @ G
 
     def __call__(self, V: np.ndarray, R: np.ndarray, removed: np.ndarray) -> np.ndarray:
         """Scores of the hybrids.
@@ -81,25 +82,37 @@ class PairwiseHybrids:
         B, d = V.shape
         Bp, m, _ = R.shape
         C = removed.shape[0]
-        # features removed together form one block (a player): sums over blocks, not features
-        first: dict[bytes, int] = {}
-        inv = np.array([first.setdefault(col.tobytes(), len(first)) for col in np.ascontiguousarray(removed.T)])
-        g = len(first)
-        G = np.zeros((d, g))
-        G[np.arange(d), inv] = 1.0
-        keep = ~removed[:, np.unique(inv, return_index=True)[1]]                 # (C, g) kept blocks
-        kf = keep.astype(np.float64)
-        rf = 1.0 - kf
+        G, kk, rr, kr = _blocks(np.ascontiguousarray(removed).tobytes(), removed.shape)
+        g = G.shape[1]
         Uv = self.prep(V)
         Ur = self.prep(R.reshape(-1, d))
         Av = self._own(Uv, G).reshape(B, g * g)
         Ar = self._own(Ur, G).reshape(Bp * m, g * g)
         Y = self.W * self.op(Uv[:, None, :, None], Ur.reshape(Bp, m, 1, d))      # (B, m, d, d): W_ij op(v_i, u_j)
-        Y = np.einsum("ia,nmij,jc->nmac", G, Y, G, optimize=True)
-        kk = (kf[:, :, None] * kf[:, None, :]).reshape(C, g * g)
-        rr = (rf[:, :, None] * rf[:, None, :]).reshape(C, g * g)
-        kr = (kf[:, :, None] * rf[:, None, :]).reshape(C, g * g)
+        Y = G.T @ Y @ G                                                          # (B, m, g, g)
         out = (kr @ Y.reshape(-1, g * g).T).reshape(C, B, m).transpose(1, 0, 2)          # cross terms
         out += (kk @ Av.T).T[:, :, None]                                                 # the item's own
         out += (rr @ Ar.T).reshape(C, Bp, m).transpose(1, 0, 2)                          # the row's own
         return out
+
+
+@lru_cache(maxsize=32)
+def _blocks(removed_bytes: bytes, shape: tuple) -> tuple:
+    """The player blocks of a set of removal masks ``(C, d)``: ``(G (d, g), kk, rr, kr)`` where ``G`` maps
+    features to blocks (features removed together form one block, a player) and ``kk``/``rr``/``kr``
+    ``(C, g·g)`` are the kept×kept, removed×removed and kept×removed indicators of each coalition.
+    Cached by the masks' bytes: the stream explains every event with the same coalitions."""
+    removed = np.frombuffer(removed_bytes, dtype=bool).reshape(shape)
+    C, d = shape
+    first: dict[bytes, int] = {}
+    inv = np.array([first.setdefault(col.tobytes(), len(first)) for col in np.ascontiguousarray(removed.T)])
+    g = len(first)
+    G = np.zeros((d, g))
+    G[np.arange(d), inv] = 1.0
+    kf = (~removed[:, np.unique(inv, return_index=True)[1]]).astype(np.float64)   # (C, g) kept blocks
+    rf = 1.0 - kf
+    out = (G, (kf[:, :, None] * kf[:, None, :]).reshape(C, g * g), (rf[:, :, None] * rf[:, None, :]).reshape(C, g * g),
+           (kf[:, :, None] * rf[:, None, :]).reshape(C, g * g))
+    for a in out:
+        a.flags.writeable = False
+    return out

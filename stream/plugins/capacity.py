@@ -176,10 +176,12 @@ def _sharp_reference(learner, ctx):
         limit = min(limit, max(16, (12 * b["max_coalitions"]) >> n_players))
     ref = reference_items(ctx, names, limit=limit)
     score = learner_score_fn(learner)
+    ref_scores = score(ref)                     # scored once for every explainer of the call
 
-    def make(XL, XR):
+    def make(XL, XR, item_scores=None):
         return SharpExplainer(score, np.concatenate([ref, XL, XR]), feature_names=names, feature_groups=groups or None,
-                              max_exact_players=exact_players, score_rows=512, max_coalitions=b["max_coalitions"])
+                              max_exact_players=exact_players, score_rows=512, max_coalitions=b["max_coalitions"],
+                              scores=None if item_scores is None else np.concatenate([ref_scores, item_scores]))
 
     return ref, make, b
 
@@ -197,15 +199,19 @@ def _sharp_events(learner, examples, ctx, explain_one):
     """ShaRP of each event in its own catalog (the reference sample plus the event's two items), the
     reference drawn once for the batch and the scoring function built once.
 
-    ShaRP ranks a hybrid among the catalog, so each event's catalog holds only its own items: a batch
-    equals one call per event (same seed) to 1e-9 under exact enumeration; sampled orders (above
+    ShaRP ranks a hybrid among the catalog, so each event's catalog holds only its own items (the
+    reference's scores computed once, the events' items in one call): a batch equals one call per event
+    (same seed) to 1e-9 under exact enumeration; sampled orders (above
     ``exact_players``) draw from ``ctx.rng`` in turn and agree within their standard errors.
     """
+    from explainers.sharp import learner_score_fn
+
     ref, make, b = _sharp_reference(learner, ctx)
     names = list(learner.feature_names)
     XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
     n = len(ref)
-    out = [explain_one(make(XL[k:k + 1], XR[k:k + 1]), n) for k in range(len(examples))]
+    sl, sr = np.split(np.asarray(learner_score_fn(learner)(np.concatenate([XL, XR])), dtype=np.float64), 2)
+    out = [explain_one(make(XL[k:k + 1], XR[k:k + 1], np.array([sl[k], sr[k]])), n) for k in range(len(examples))]
     return with_budgets(out[0] if len(out) == 1 else Explanation.stack(out), b)
 
 
