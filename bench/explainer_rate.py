@@ -133,6 +133,9 @@ def in_process(args) -> dict:
         fn(learners[m], [warm], _ctx(m, train, cat, 0))
     n = len(events)
     load0 = os.getloadavg()
+    from stream.workers.heap import settle_heap
+
+    settle_heap()                                  # as the worker does (stream.workers.heap), before each path
     # ---- anchor: one call per event and method (events outer, as a worker explains an event by every method)
     one = {key: [] for key in fns}
     t_one = {key: 0.0 for key in fns}
@@ -150,6 +153,7 @@ def in_process(args) -> dict:
     from stream.plugins.gpm import _prefshap_for
 
     _prefshap_for(learners["gpm"], _ctx("gpm", train, cat, 0))[1].__dict__.pop("_columns", None)
+    settle_heap()
     got = {key: [] for key in fns}
     t_b = {key: 0.0 for key in fns}
     calls = {key: 0 for key in fns}

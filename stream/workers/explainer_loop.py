@@ -29,6 +29,7 @@ import orjson
 from learners.exceptions import NotFittedError
 from stream.workers.explain_queues import BatchCap, FractionWindow, MethodQueues, OffsetTracker, WorkItem
 from stream.workers.explainer import ExplainerCore, ExplainJob
+from stream.workers.heap import HeapSettler
 from stream.workers.loop import ConsumerLoop
 from stream.workers.throttled_log import ThrottledCount
 
@@ -89,6 +90,7 @@ class ExplainerLoop(ConsumerLoop):
         self._followers: list = []
         self._drain = None
         self.out = self.dead = None  # stream.outputs.publish.ProducerTopic, made in starting()
+        self.heap = HeapSettler()  # the catalog, reservoir and snapshots out of the collector's way
 
     # ------------------------------------------------------------------ ConsumerLoop hooks
     def topics(self) -> list[str]:
@@ -176,6 +178,7 @@ class ExplainerLoop(ConsumerLoop):
             for (name, method), n in eligible.items():
                 self.core.metrics.explain_eligible.labels(model=name, method=method).inc(n)
                 self.window((name, method)).eligible(n, now)
+            self.heap.maybe_settle()
         if len(self.requests) >= s.explain_max_queue:  # back-pressure on requests only
             self.pause(*[tp for tp in self.consumer.assignment() if tp.topic == s.topic_explain_requests])
         self.wake.set()
