@@ -3,6 +3,10 @@
 #
 #   bench/gpu_check.sh            # on the device machine, from the repository root, $OUT set
 #   bench/gpu_check.sh --dry-run  # here, on the CPU, tiny sizes: catches typos before device time is spent
+#   bench/gpu_check.sh --fixes    # on the device, short: the tests and the two figures the CUDA fixes move
+#
+# pytest runs with --noconftest: tests/conftest.py imports the stream package (jsonschema, Kafka
+# clients), which the device image lacks; the files run here need none of its fixtures.
 #
 # Steps, most important first; each runs under its own `timeout`, and a step is skipped (or cut
 # short) once the whole script nears DEADLINE seconds (default 420), so the command always ends
@@ -12,7 +16,8 @@
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
 DRY=0
-[ "${1:-}" = "--dry-run" ] && DRY=1
+MODE=${1:-full}
+[ "$MODE" = "--dry-run" ] && DRY=1
 OUT=${OUT:-/tmp/gpu_check_out}
 mkdir -p "$OUT"
 LOG=$OUT/log
@@ -69,7 +74,7 @@ EOF
 FS="bench/falkon_scaling.py --centre-factor 15 --iters 30"
 if [ "$DRY" = 1 ]; then
     DEV=cpu
-    step tests_device 120 $PY -m pytest -q -p no:cacheprovider tests/test_falkon_device.py
+    step tests_device 120 $PY -m pytest -q -p no:cacheprovider --noconftest tests/test_falkon_device.py
     step gpu_small 60 $PY $FS --device $DEV --sizes 500 1000 --dense-max 1000
     step gpu_large 60 $PY $FS --device $DEV --sizes 1000 2000 --dense-max 0 --max-centres 300 --cache-mb 40000
     step cpu16_small 60 $PY $FS --device cpu --sizes 500 1000
@@ -77,10 +82,14 @@ if [ "$DRY" = 1 ]; then
     step gpu_nocache 60 $PY $FS --device $DEV --sizes 2000 --dense-max 0 --max-centres 300 --cache-mb 0
     step gpu_nocache_block 60 $PY $FS --device $DEV --sizes 2000 --dense-max 0 --max-centres 300 --cache-mb 0 --block-size 16384
     step refit_gpu_big 60 $PY bench/refit_device.py --devices cpu --windows 400 --n-test 500
-    step tests_cpu 60 $PY -m pytest -q -p no:cacheprovider tests/test_falkon.py -k "closed_form or exact_krr"
+    step tests_cpu 60 $PY -m pytest -q -p no:cacheprovider --noconftest tests/test_falkon.py -k "closed_form or exact_krr"
+elif [ "$MODE" = "--fixes" ]; then
+    step tests 120 $PY -m pytest -q -p no:cacheprovider --noconftest -rs tests/test_falkon_device.py tests/test_falkon.py
+    step gpu_nocache 60 $PY $FS --device cuda --sizes 1000000 --dense-max 0 --max-centres 5000 --cache-mb 0
+    step refit_both 100 $PY bench/refit_device.py --devices cpu cuda --windows 2000
 else
     # 1. correctness on CUDA: closed form in float64, float32 vs float64 CPU, the refit's device and dtype
-    step tests_device 90 $PY -m pytest -q -p no:cacheprovider -rs tests/test_falkon_device.py
+    step tests_device 90 $PY -m pytest -q -p no:cacheprovider --noconftest -rs tests/test_falkon_device.py
     # 2. the results page's first command on the GPU, exact solver up to 50,000 (fits in GPU memory)
     step gpu_small 90 $PY $FS --device cuda --sizes 1000 2000 5000 10000 20000 50000 --dense-max 50000
     # 3. the second command, grown to 10^6 pairs; K_nM cached on the GPU (20 GB at n = 10^6, M = 5,000)
@@ -96,7 +105,7 @@ else
     # 7. larger refit windows on CUDA only
     step refit_gpu_big 60 $PY bench/refit_device.py --devices cuda --windows 5000 20000
     # 8. the CPU unit tests of the solver under the image's torch
-    step tests_cpu 45 $PY -m pytest -q -p no:cacheprovider tests/test_falkon.py
+    step tests_cpu 45 $PY -m pytest -q -p no:cacheprovider --noconftest tests/test_falkon.py
 fi
 nvidia-smi --query-gpu=memory.used,clocks.sm,temperature.gpu,power.draw --format=csv 2>&1 | tee -a "$LOG" || true
 echo "# total ${SECONDS}s" | tee -a "$LOG" "$SUMMARY"

@@ -78,3 +78,32 @@ def test_refit_runs_on_the_resolved_device_and_serves_python_floats(device):
     g = r.margin_many(A, B)
     assert g.dtype == np.float64 and g[0] == pytest.approx(g1, rel=1e-5, abs=1e-6)
     assert roc_auc(y, g) > 0.8
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kernel_blocks_are_sized_for_the_device(device):
+    """~6 temporaries of ``rows × M`` within 64 MiB on the CPU, 2 GiB (at most 1/8 of free memory) on CUDA."""
+    from learners.falkon import BLOCK_BYTES, default_block_size
+
+    assert default_block_size(5000, 4, "cpu") == 64 * 2**20 // (6 * 5000 * 4) == 559
+    assert default_block_size(10**7, 8, "cpu") == 256 and default_block_size(1, 4, "cpu") == 65536
+    budget = BLOCK_BYTES[torch.device(device).type]
+    if device == "cuda":
+        budget = min(budget, torch.cuda.mem_get_info()[0] // 8)
+    assert default_block_size(5000, 4, device) == max(256, min(65536, budget // (6 * 5000 * 4)))
+    assert Falkon(None, device=device)._block(5000, 4) == default_block_size(5000, 4, device)
+    assert Falkon(None, device=device, block_size=17)._block(5000, 4) == 17
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_prediction_tensors_are_built_once_per_fitted_state(device):
+    A, B, y = _duels(300, seed=3)
+    m = GPM(dtype="float32" if device == "cuda" else "float64", device=device, penalty=1e-3, lengthscale_multiplier=1.0,
+            item_constant=1.0, validation_fraction=0.0, n_centres=50).fit(A, B, y)
+    g = m.decision_function(A[:20], B[:20])
+    kern, C, a = m._predictor()
+    assert m._predictor()[1] is C and C.device.type == device and a.shape == (50,)
+    np.testing.assert_allclose(m.decision_function(A[:20], B[:20]), g, rtol=0, atol=0)   # same tensors, same numbers
+    m.alpha_ = 2.0 * m.alpha_                       # a new fitted state (a refit assigns new arrays)
+    assert m._predictor()[1] is not C
+    np.testing.assert_allclose(m.decision_function(A[:20], B[:20]), 2.0 * g, rtol=1e-6, atol=1e-9)
