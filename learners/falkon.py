@@ -38,12 +38,34 @@ from learners.cg import conjugate_gradient  # noqa: F401  (one CG for the projec
 
 from learners.exceptions import InvalidInputError, InvalidParameterError, NotFittedError, check_param
 
-__all__ = ["Falkon", "KnMOperator", "conjugate_gradient", "default_n_centres", "select_centres"]
+__all__ = ["BLOCK_BYTES", "Falkon", "KnMOperator", "conjugate_gradient", "default_block_size", "default_n_centres",
+           "select_centres"]
 
 
 def default_n_centres(n: int, factor: float = 10.0, max_centres: int = 5000) -> int:
     """``M = min(n, max_centres, ceil(factor · √n))`` — the O(√n) rule of Rudi et al. (2017, Thm. 3)."""
     return int(max(1, min(n, max_centres, math.ceil(factor * math.sqrt(max(n, 1))))))
+
+
+#: Bytes of kernel-block temporaries (about 6 blocks of ``rows × M``) by device type: 64 MiB on the CPU
+#: (cache-sized), 2 GiB on CUDA, where a CPU-sized block (~560 rows at M = 5,000) leaves the GPU
+#: launch-bound: 48.3 s vs 11.0 s with 16,384-row blocks for n = 10^6 uncached on an H200
+#: (bench/results/falkon.md, 2026-12-04).
+BLOCK_BYTES = {"cpu": 64 * 2**20, "cuda": 2 * 2**30}
+
+
+def default_block_size(M: int, itemsize: int, device=None) -> int:
+    """Rows per kernel block so that ~6 blocks of ``rows × M`` fit :data:`BLOCK_BYTES` of the device type
+    (on CUDA also at most 1/8 of the free device memory), clipped to [256, 65536].
+
+    >>> default_block_size(5000, 4), default_block_size(5000, 4, "cpu")
+    (559, 559)
+    """
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    budget = BLOCK_BYTES.get(dev.type, BLOCK_BYTES["cpu"])
+    if dev.type == "cuda":
+        budget = min(budget, torch.cuda.mem_get_info(dev)[0] // 8)
+    return int(max(256, min(65536, budget // max(1, 6 * M * itemsize))))
 
 
 def select_centres(n: int, M: int, generator: torch.Generator, candidates: torch.Tensor | None = None) -> torch.Tensor:
@@ -158,7 +180,8 @@ class Falkon:
     seed : int, default=0
         Seed of the centre draw (a private ``torch.Generator``).
     block_size : int or None
-        Rows of ``K_nM`` formed at once; None → chosen so one block takes about 64 MB.
+        Rows of ``K_nM`` formed at once; None → :func:`default_block_size` (blocks of ~64 MB on the
+        CPU, ~2 GB on CUDA).
     cache_bytes : int, default=512 MiB
         Cache ``K_nM`` when it fits (0 disables).
 
@@ -239,9 +262,10 @@ class Falkon:
         return Zt, yt
 
     def _block(self, M: int, itemsize: int) -> int:
+        """Rows of ``K_nM`` formed at once: ``block_size``, else :func:`default_block_size` on this solver's device."""
         if self.block_size is not None:
             return self.block_size
-        return int(max(256, min(65536, (64 * 2**20) // max(1, 6 * M * itemsize))))
+        return default_block_size(M, itemsize, self.device)
 
     @staticmethod
     def _kmm_factor(KMM: torch.Tensor):

@@ -56,8 +56,8 @@ import numpy as np
 import torch
 
 from learners.exceptions import InvalidInputError, NotFittedError, SnapshotError, check_param
-from learners.falkon import Falkon, KnMOperator, default_n_centres, select_centres
-from learners.kernels import PairKernel, median_heuristic, rbf
+from learners.falkon import Falkon, KnMOperator, default_block_size, default_n_centres, select_centres
+from learners.kernels import PairKernel, kernel_matvec, median_heuristic, rbf
 from learners.gpm_selection import select_cv
 from learners.metrics import log_loss, roc_auc
 
@@ -372,18 +372,31 @@ class _PairModel:
         return out
 
     # ----------------------------------------------------------- predict
-    def _decision_scaled(self, XLs, XRs, Us=None) -> np.ndarray:
+    def _predictor(self):
+        """``(kernel, C, α)`` on the model's device and dtype, built once per fitted state.
+
+        Kept with the very arrays it was built from and rebuilt when any of them (or the device or
+        dtype) changes, so a per-event ``margin_one`` does not re-pack and re-upload the centres:
+        on CUDA that was four host-to-device copies a call (bench/results/falkon.md, 2026-12-04).
+        """
+        src = (self.alpha_, self.centres_left_, self.centres_right_, self.lengthscales_,
+               getattr(self, "centres_context_", None), getattr(self, "context_lengthscales_", None),
+               getattr(self, "item_constant_", 0.0), self.dtype, self.device)
+        cached = getattr(self, "_predictor_cache", None)
+        if cached is not None and len(cached[0]) == len(src) and all(a is b for a, b in zip(cached[0], src)):
+            return cached[1]
         kern = self._kernel(self.lengthscales_, getattr(self, "context_lengthscales_", None) if self._kind == "cgpm" else None,
                             getattr(self, "item_constant_", 0.0))
-        Z = self._pack(XLs, XRs, Us)
         parts = [self.centres_left_, self.centres_right_] + ([self.centres_context_] if self._kind == "cgpm" else [])
         C = torch.as_tensor(np.concatenate(parts, 1)).to(self._torch_dtype).to(self._device)
         a = torch.as_tensor(self.alpha_).to(self._torch_dtype).to(self._device)
-        out = []
-        bs = max(256, (32 * 2**20) // max(1, 6 * C.shape[0] * Z.element_size()))
-        for s in range(0, Z.shape[0], bs):
-            out.append(kern(Z[s:s + bs], C) @ a)
-        return torch.cat(out).cpu().numpy().astype(np.float64)
+        self._predictor_cache = (src, (kern, C, a))
+        return kern, C, a
+
+    def _decision_scaled(self, XLs, XRs, Us=None) -> np.ndarray:
+        kern, C, a = self._predictor()
+        Z = self._pack(XLs, XRs, Us)
+        return kernel_matvec(kern, Z, C, a, default_block_size(C.shape[0], Z.element_size(), self._device)).cpu().numpy().astype(np.float64)
 
     def predict_proba(self, XL, XR, U=None) -> np.ndarray:
         """P(left preferred) = σ(g), ndarray of shape (n_pairs,), float64 (Hu, Chau et al. 2022, eq. (2))."""

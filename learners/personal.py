@@ -43,23 +43,25 @@ the :meth:`learn_one` loop (tests/checks).
 :meth:`person_state` / :meth:`load_person` (``{"meta": …, "arrays": {"G": …}}``, encodable with
 :func:`learners.state.dump_state`), :meth:`forget_person`, :meth:`evict_person`,
 :meth:`drain_touched`, :meth:`people_held`, :meth:`person_info` and the optional
-:attr:`person_loader` consulted on a miss. People live in one table of rows (a float64 matrix of
-G's, weights and counts; a dict from id to row), not in Python objects per person: about
-8 k + 16 bytes of arrays plus the dict entry per person (k = 36 masses for a 2-additive capacity
-on 8 criteria).
+:attr:`person_loader` consulted on a miss. People live in one table of rows
+(:class:`learners.people_table.PeopleTable`: a float64 matrix of G's, weights and counts; a dict
+from id to row), not in Python objects per person: about 8 k + 16 bytes of arrays plus the dict
+entry per person (k = 36 masses for a 2-additive capacity on 8 criteria).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 import numpy as np
 
 from learners.base import PreferenceLearner, check_outcome, dict_to_array
 from learners.exceptions import InvalidInputError, InvalidParameterError, PrefstreamError, SnapshotError, check_param
+from learners.people_table import PeopleTable
 
+#: ``PeopleTable`` is re-exported from :mod:`learners.people_table`, where it lives
 __all__ = ["MAX_USER_ID", "PeopleTable", "PersonalLearner", "rda_deviation"]
 
 log = logging.getLogger(__name__)
@@ -102,93 +104,6 @@ def rda_deviation(G: np.ndarray, T, l1, l2, gamma, Q: np.ndarray | None = None) 
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(den > 0, -shrunk / np.where(den > 0, den, 1.0), 0.0)
     return out + 0.0                                                       # no −0.0
-
-
-class PeopleTable:
-    """Per-person dual-averaging state in flat arrays: row r holds G (k floats), T (weight) and N (events).
-
-    Ids map to rows through one dict; freed rows are reused. No Python object per person.
-
-    Examples
-    --------
-    >>> t = PeopleTable(3)
-    >>> r = t.row("ann", create=True)
-    >>> t.G[r] += [1.0, 0.0, -2.0]; t.T[r] += 1; t.N[r] += 1
-    >>> len(t), t.row("bob") is None, t.remove("ann"), len(t)
-    (1, True, True, 0)
-    """
-
-    __slots__ = ("G", "N", "T", "_free", "_rows", "k")
-
-    def __init__(self, k: int, capacity: int = 16) -> None:
-        self.k = int(k)
-        self._rows: dict[str, int] = {}
-        self._free: list[int] = []
-        self.G = np.zeros((capacity, self.k))
-        self.T = np.zeros(capacity)
-        self.N = np.zeros(capacity, dtype=np.int64)
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __contains__(self, user_id) -> bool:
-        return user_id in self._rows
-
-    def ids(self) -> list[str]:
-        """Held ids, in insertion order."""
-        return list(self._rows)
-
-    def row(self, user_id: str, create: bool = False) -> int | None:
-        """The row of ``user_id`` (a new zero row with ``create``), or None."""
-        r = self._rows.get(user_id)
-        if r is None and create:
-            if self._free:
-                r = self._free.pop()
-            else:
-                r = len(self._rows)
-                if r >= self.T.shape[0]:
-                    self._grow(max(16, 2 * self.T.shape[0]))
-            self.G[r] = 0.0
-            self.T[r] = 0.0
-            self.N[r] = 0
-            self._rows[user_id] = r
-        return r
-
-    def _grow(self, cap: int) -> None:
-        G = np.zeros((cap, self.k))
-        T = np.zeros(cap)
-        N = np.zeros(cap, dtype=np.int64)
-        n = self.T.shape[0]
-        G[:n], T[:n], N[:n] = self.G, self.T, self.N
-        self.G, self.T, self.N = G, T, N
-
-    def remove(self, user_id: str) -> bool:
-        """Drop ``user_id``'s row; False if not held."""
-        r = self._rows.pop(user_id, None)
-        if r is None:
-            return False
-        self.G[r] = 0.0
-        self.T[r] = 0.0
-        self.N[r] = 0
-        self._free.append(r)
-        return True
-
-    def nbytes(self) -> int:
-        """Bytes of the arrays (allocated rows), without the id dict."""
-        return self.G.nbytes + self.T.nbytes + self.N.nbytes
-
-
-def _encode_ids(ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    raw = [i.encode("utf-8", "surrogatepass") for i in ids]
-    ends = np.cumsum([len(b) for b in raw], dtype=np.int64) if raw else np.zeros(0, dtype=np.int64)
-    return np.frombuffer(b"".join(raw), dtype=np.uint8).copy(), ends
-
-
-def _decode_ids(buf: np.ndarray, ends: np.ndarray) -> list[str]:
-    data = np.asarray(buf, dtype=np.uint8).tobytes()
-    starts = np.concatenate([[0], np.asarray(ends, dtype=np.int64)[:-1]]) if len(ends) else []
-    return [data[s:e].decode("utf-8", "surrogatepass") for s, e in zip(np.asarray(starts).tolist(),
-                                                                       np.asarray(ends).tolist())]
 
 
 def _check_user_id(user_id, owner: str) -> str | None:
@@ -637,13 +552,7 @@ class PersonalLearner(PreferenceLearner):
         held by both gets the sums of their gradient sums, weights and counts (the pooled dual average)."""
         self._check_mergeable(other)
         self._merge_population(other)
-        po = other._people
-        for u, r in po._rows.items():
-            mine = self._people.row(u, create=True)
-            self._people.G[mine] += po.G[r]
-            self._people.T[mine] += po.T[r]
-            self._people.N[mine] += po.N[r]
-            self._touched.add(u)
+        self._touched.update(self._people.add(other._people))
         return self
 
     def __add__(self, other):
@@ -658,19 +567,15 @@ class PersonalLearner(PreferenceLearner):
     # ------------------------------------------------------------------- state
     def state_dict(self, people: bool = True) -> dict:
         """``{"meta", "arrays"}``: the population (arrays prefixed ``population/``) and, unless ``people=False``,
-        the people held in memory (``people_G`` (n, k), ``people_T``, ``people_N``, ids as UTF-8 bytes
-        ``people_ids`` with end offsets ``people_id_ends``)."""
+        the people held in memory (:meth:`learners.people_table.PeopleTable.snapshot`: ``people_G`` (n, k),
+        ``people_T``, ``people_N``, ids as UTF-8 bytes ``people_ids`` with end offsets ``people_id_ends``)."""
         pop = self._pop.state_dict()
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self._params().items()}
         meta = {"model_name": self.model_name, "class": type(self).__name__, "params": params,
                 "population": pop["meta"], "people": bool(people)}
         arrays = {f"population/{k}": v for k, v in pop["arrays"].items()}
         if people:
-            ids = self._people.ids()
-            rows = np.fromiter((self._people._rows[u] for u in ids), dtype=np.int64, count=len(ids))
-            buf, ends = _encode_ids(ids)
-            arrays.update({"people_G": self._people.G[rows].copy(), "people_T": self._people.T[rows].copy(),
-                           "people_N": self._people.N[rows].copy(), "people_ids": buf, "people_id_ends": ends})
+            arrays.update(self._people.snapshot())
         return {"meta": meta, "arrays": arrays}
 
     @classmethod
@@ -695,15 +600,7 @@ class PersonalLearner(PreferenceLearner):
             obj._pop = cls._load_population({"meta": meta["population"],
                                              "arrays": {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}})
             if "people_G" in arrays:
-                ids = _decode_ids(arrays["people_ids"], arrays["people_id_ends"])
-                G = np.asarray(arrays["people_G"], dtype=np.float64)
-                if G.shape != (len(ids), obj._people.k):
-                    raise SnapshotError(f"people_G has shape {G.shape}; expected ({len(ids)}, {obj._people.k}).")
-                T, N = np.asarray(arrays["people_T"], dtype=np.float64), np.asarray(arrays["people_N"], dtype=np.int64)
-                obj._people._grow(max(16, len(ids)))
-                for j, u in enumerate(ids):
-                    r = obj._people.row(u, create=True)
-                    obj._people.G[r], obj._people.T[r], obj._people.N[r] = G[j], T[j], N[j]
+                obj._people.restore(arrays)
         except SnapshotError:
             raise
         except (KeyError, TypeError, ValueError) as exc:

@@ -35,6 +35,7 @@ def test_wheel_carries_the_broker_scripts_and_broker_status_answers(repo_root, t
     kafka = site / "stream" / "_deploy" / "kafka"
     assert {"start.sh", "stop.sh", "status.sh", "env.sh", "pom.xml", "server.properties", "ReadyProbe.java"} <= {
         p.name for p in kafka.iterdir()}
+    assert (kafka.parent / "lib.sh").is_file()   # what the kafka and registry scripts source
     assert not (site / "stream" / "_deploy" / "grafana").exists()
     code = ("import sys; import stream.broker.lifecycle as lc; print(lc.KAFKA_DEPLOY_DIR); "
             "from stream.cli import main; sys.exit(main(['broker', 'status']))")

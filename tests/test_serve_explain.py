@@ -7,22 +7,18 @@ the oracle of every value is the closed form of linear Bradley-Terry's Shapley v
 
 from __future__ import annotations
 
-import asyncio
-import json
 import threading
 import time
 
-import httpx
 import numpy as np
 import pytest
 
 from learners.exceptions import InvalidInputError
 from stream import registry
 from stream.contract import encode_snapshot
-from stream.serving.app import create_app
 from stream.serving.datamodels import RankResponse
-from stream.serving.service import ServeState
-from stream.settings import Settings
+from tests._serve import post as _post
+from tests._serve import serving
 
 FEATURES = ["a", "b", "c"]
 IDS = [f"i{i}" for i in range(8)]
@@ -41,30 +37,14 @@ def _model(n: int = 200, seed: int = 0):
 
 @pytest.fixture()
 def served():
-    """``(state, client, model, items)``: linear-bt v1 and 8 catalog items, a 0.2 s ranking deadline."""
-    from stream.models import register_all
-
-    register_all()
-    st = ServeState(Settings.load(None, {"models": ["linear-bt"], "serve_rank_explain_deadline_s": 0.2,
-                                         "serve_explain_deadline_s": 0.2}, environ={}))
+    """``(state, app, model, items)``: linear-bt v1 and 8 catalog items, a 0.2 s ranking deadline."""
     rng = np.random.default_rng(3)
-    items = {}
-    for i in IDS:
-        items[i] = rng.normal(size=3)
-        st.on_item(i.encode(), json.dumps({"schema_version": 1, "item_id": i,
-                                           "features": dict(zip(FEATURES, items[i].tolist()))}).encode())
-    m = _model()
-    st.live.on_snapshot(b"linear-bt@p:0", encode_snapshot("linear-bt", 1, 200, m.state_dict()))
-    app = create_app(st.settings, st, follow=False)
-    yield st, app, m, items
-    st.executor.shutdown(wait=True)
-
-
-def _post(app, path: str, body: dict) -> httpx.Response:
-    async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
-            return await c.post(path, json=body)
-    return asyncio.run(go())
+    items = {i: rng.normal(size=3) for i in IDS}
+    with serving({"models": ["linear-bt"], "serve_rank_explain_deadline_s": 0.2, "serve_explain_deadline_s": 0.2},
+                 items, FEATURES) as (st, app):
+        m = _model()
+        st.live.on_snapshot(b"linear-bt@p:0", encode_snapshot("linear-bt", 1, 200, m.state_dict()))
+        yield st, app, m, items
 
 
 def _oracle(m, items, left: str, right: str) -> np.ndarray:

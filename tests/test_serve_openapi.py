@@ -42,28 +42,20 @@ def _trained():
 @pytest.fixture(scope="module")
 def api_schema():
     from stream.contract import encode_snapshot
-    from stream.models import register_all
-    from stream.serving.app import create_app
-    from stream.serving.service import ServeState
-    from stream.settings import Settings
+    from tests._serve import serving
 
-    register_all()
-    # deadlines far above any explanation here: a 504 (documented, a 5xx) must not come from the machine's load
-    st = ServeState(Settings.load(None, {"models": ["linear-bt", "capacity"], "serve_max_items": 50,
-                                         "serve_rank_explain_deadline_s": 30.0, "serve_explain_deadline_s": 30.0},
-                                  environ={}))
     rng = np.random.default_rng(1)
-    for i in IDS:
-        st.on_item(i.encode(), json.dumps({"schema_version": 1, "item_id": i,
-                                           "features": dict(zip(FEATURES, rng.normal(size=3).tolist()))}).encode())
-    lin, cap = _trained()
-    st.live.on_snapshot(b"linear-bt@p:0", encode_snapshot("linear-bt", 1, 200, lin.state_dict()))
-    st.live.on_snapshot(b"capacity@p:0", encode_snapshot("capacity", 1, 200, cap.state_dict()))
-    st.catalog.version  # noqa: B018 - the catalog is filled before the first request
-    schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(st.settings, st, follow=False))
-    schema.hook(map_body)
-    yield schema
-    st.executor.shutdown(wait=True)
+    items = {i: rng.normal(size=3) for i in IDS}
+    # deadlines far above any explanation here: a 504 (documented, a 5xx) must not come from the machine's load
+    with serving({"models": ["linear-bt", "capacity"], "serve_max_items": 50, "serve_rank_explain_deadline_s": 30.0,
+                  "serve_explain_deadline_s": 30.0}, items, FEATURES) as (st, app):
+        lin, cap = _trained()
+        st.live.on_snapshot(b"linear-bt@p:0", encode_snapshot("linear-bt", 1, 200, lin.state_dict()))
+        st.live.on_snapshot(b"capacity@p:0", encode_snapshot("capacity", 1, 200, cap.state_dict()))
+        st.catalog.version  # noqa: B018 - the catalog is filled before the first request
+        schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+        schema.hook(map_body)
+        yield schema
 
 
 #: map_body points bodies at the served models only while positive (schema-valid) bodies are generated

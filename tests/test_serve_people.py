@@ -9,19 +9,15 @@ tests/test_serve_people_kafka.py.
 
 from __future__ import annotations
 
-import asyncio
-import json
-
-import httpx
 import numpy as np
 import pytest
 
 from stream.contract import encode_snapshot
 from stream.contract.people import encode_person, person_key
-from stream.serving.app import create_app
 from stream.serving.datamodels import CompareResponse, RankResponse, RecommendResponse
-from stream.serving.service import ServeState
 from stream.settings import Settings
+from tests._serve import post as _post
+from tests._serve import serving
 
 FEATURES = ["a", "b", "c"]
 N_ITEMS = 30
@@ -56,30 +52,15 @@ def _fresh(name: str):
 @pytest.fixture()
 def served():
     """``(state, app, {model: trained learner}, items)``: both personal models, their people on the changelog."""
-    from stream.models import register_all
-
-    register_all()
-    st = ServeState(Settings.load(None, {"models": MODELS, "feature_names": FEATURES}, environ={}))
     items = _items()
-    for i, x in items.items():
-        st.on_item(i.encode(), json.dumps({"schema_version": 1, "item_id": i,
-                                           "features": dict(zip(FEATURES, x.tolist()))}).encode())
-    trained = {}
-    for name in MODELS:
-        m = trained[name] = _learn(_fresh(name), items, 1500, seed=1)
-        st.live.on_snapshot(f"{name}@p:0".encode(), encode_snapshot(name, 1, 1500, m.state_dict(people=False)))
-        for user in m.people():
-            st.on_person(person_key(name, user), encode_person(m.person_state(user), source="t:0", offset=1500))
-    app = create_app(st.settings, st, follow=False)
-    yield st, app, trained, items
-    st.executor.shutdown(wait=True)
-
-
-def _post(app, path: str, body: dict) -> httpx.Response:
-    async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
-            return await c.post(path, json=body)
-    return asyncio.run(go())
+    with serving({"models": MODELS, "feature_names": FEATURES}, items, FEATURES) as (st, app):
+        trained = {}
+        for name in MODELS:
+            m = trained[name] = _learn(_fresh(name), items, 1500, seed=1)
+            st.live.on_snapshot(f"{name}@p:0".encode(), encode_snapshot(name, 1, 1500, m.state_dict(people=False)))
+            for user in m.people():
+                st.on_person(person_key(name, user), encode_person(m.person_state(user), source="t:0", offset=1500))
+        yield st, app, trained, items
 
 
 def _X(items, ids) -> np.ndarray:
@@ -182,24 +163,15 @@ def test_a_new_record_updates_the_person_and_a_tombstone_forgets_them(served):
 
 def test_a_non_personal_model_answers_for_a_person_with_the_population():
     from learners.linear import LinearBT
-    from stream.models import register_all
-
-    register_all()
-    st = ServeState(Settings.load(None, {"models": ["linear-bt"]}, environ={}))
-    items = _items()
-    for i, x in items.items():
-        st.on_item(i.encode(), json.dumps({"schema_version": 1, "item_id": i,
-                                           "features": dict(zip(FEATURES, x.tolist()))}).encode())
-    m = LinearBT(FEATURES)
-    m.learn_one({"a": 1.0, "b": 0.0, "c": 0.0}, {"a": 0.0, "b": 0.0, "c": 0.0}, 1)
-    st.live.on_snapshot(b"linear-bt@p:0", encode_snapshot("linear-bt", 1, 1, m.state_dict()))
-    app = create_app(st.settings, st, follow=False)
-    r = _post(app, "/v1/rank", {"model": "linear-bt", "ids": IDS[:4], "user_id": "ann"}).json()
-    assert (r["user_id"], r["personalized"], r["person_version"]) == ("ann", False, 0)
-    rec = _post(app, "/v1/explain", {"model": "linear-bt", "left": {"id": "i1"}, "right": {"id": "i2"},
-                                     "user_id": "ann"}).json()
-    assert rec["extra"]["user_id"] == "ann" and rec["extra"]["personalized"] is False
-    st.executor.shutdown(wait=True)
+    with serving({"models": ["linear-bt"]}, _items(), FEATURES) as (st, app):
+        m = LinearBT(FEATURES)
+        m.learn_one({"a": 1.0, "b": 0.0, "c": 0.0}, {"a": 0.0, "b": 0.0, "c": 0.0}, 1)
+        st.live.on_snapshot(b"linear-bt@p:0", encode_snapshot("linear-bt", 1, 1, m.state_dict()))
+        r = _post(app, "/v1/rank", {"model": "linear-bt", "ids": IDS[:4], "user_id": "ann"}).json()
+        assert (r["user_id"], r["personalized"], r["person_version"]) == ("ann", False, 0)
+        rec = _post(app, "/v1/explain", {"model": "linear-bt", "left": {"id": "i1"}, "right": {"id": "i2"},
+                                         "user_id": "ann"}).json()
+        assert rec["extra"]["user_id"] == "ann" and rec["extra"]["personalized"] is False
 
 
 def test_the_demo_shows_a_persons_ranking_beside_the_populations_and_what_sets_them_apart(served):

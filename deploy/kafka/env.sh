@@ -20,18 +20,9 @@ KAFKA_CONTROLLER_PORT="${PREFSTREAM_KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_BOOTSTRAP="$KAFKA_HOST:$KAFKA_PORT"
 KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}"
 KAFKA_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+LOG_TAG=kafka
+# shellcheck source=../lib.sh
+source "$KAFKA_DIR/../lib.sh"
 
 # pid of the running broker started by start.sh, or nothing
-kafka_running_pid() {
-  local pid
-  [ -f "$KAFKA_PID_FILE" ] || return 1
-  pid="$(cat "$KAFKA_PID_FILE" 2>/dev/null || true)"
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q 'kafka\.Kafka' || return 1
-  echo "$pid"
-}
-
-# true when something accepts TCP connections on host:port
-kafka_port_open() {
-  (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
-}
+kafka_running_pid() { running_pid "$KAFKA_PID_FILE" 'kafka\.Kafka'; }

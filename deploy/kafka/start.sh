@@ -35,21 +35,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-log() { printf '[kafka] %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  if [ -f "$KAFKA_LOG_FILE" ]; then
-    log "last 40 lines of $KAFKA_LOG_FILE:"
-    tail -n 40 "$KAFKA_LOG_FILE" >&2 || true
-  fi
-  exit 1
-}
+DIE_LOG_FILE="$KAFKA_LOG_FILE"   # die (deploy/lib.sh) shows its tail
 
 command -v java >/dev/null || die "java not found: the broker needs Java 17+ (Debian: apt-get install -y openjdk-17-jre-headless)"
 mkdir -p "$KAFKA_RUN"
-# Serialise concurrent starts/stops (several shells, make and CI may race).
-exec 9>"$KAFKA_HOME/lifecycle.lock"
-flock -w 300 9 || die "could not take $KAFKA_HOME/lifecycle.lock within 300 s"
+take_lifecycle_lock "$KAFKA_HOME/lifecycle.lock"
 T_START=$SECONDS
 
 if pid="$(kafka_running_pid)"; then
@@ -78,7 +68,7 @@ fi
 CP="$KAFKA_LIBS/*"
 
 # ---- 2. config + storage format (once) -----------------------------------------------------
-if kafka_port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+if port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
   # Not ours (no live pid file) but something listens: accept it only if it is a Kafka broker.
   if java -cp "$CP" "$KAFKA_DIR/ReadyProbe.java" "$KAFKA_BOOTSTRAP" 10 >&2; then
     log "a broker not started by this script already answers at $KAFKA_BOOTSTRAP; using it"

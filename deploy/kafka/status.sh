@@ -6,7 +6,7 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 pid="$(kafka_running_pid || true)"
-port_open=false; kafka_port_open "$KAFKA_HOST" "$KAFKA_PORT" && port_open=true
+port_open=false; port_open "$KAFKA_HOST" "$KAFKA_PORT" && port_open=true
 running=false; [ -n "$pid" ] && [ "$port_open" = true ] && running=true
 jars=false; [ -f "$KAFKA_LIBS/.complete" ] && jars=true
 formatted=false; [ -f "$KAFKA_DATA/meta.properties" ] && formatted=true

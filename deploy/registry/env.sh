@@ -33,16 +33,12 @@ REGISTRY_URL="http://$REGISTRY_HOST:$REGISTRY_PORT/apis/ccompat/v7"   # the Conf
 REGISTRY_MANAGEMENT_PORT="${PREFSTREAM_REGISTRY_MANAGEMENT_PORT:-$((REGISTRY_PORT + 1000))}"
 REGISTRY_HEAP_OPTS="${REGISTRY_HEAP_OPTS:--Xms64m -Xmx384m}"
 REGISTRY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+LOG_TAG=registry
+# shellcheck source=../lib.sh
+source "$REGISTRY_DIR/../lib.sh"
 
 # pid of the running registry started by start.sh, or nothing
-registry_running_pid() {
-  local pid
-  [ -f "$REGISTRY_PID_FILE" ] || return 1
-  pid="$(cat "$REGISTRY_PID_FILE" 2>/dev/null || true)"
-  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q 'quarkus-run\.jar' || return 1
-  echo "$pid"
-}
+registry_running_pid() { running_pid "$REGISTRY_PID_FILE" 'quarkus-run\.jar'; }
 
 # true when the Confluent-compatible API answers at $REGISTRY_URL
 registry_answers() {

@@ -31,22 +31,13 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-log() { printf '[registry] %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  if [ -f "$REGISTRY_LOG_FILE" ]; then
-    log "last 40 lines of $REGISTRY_LOG_FILE:"
-    tail -n 40 "$REGISTRY_LOG_FILE" >&2 || true
-  fi
-  exit 1
-}
+DIE_LOG_FILE="$REGISTRY_LOG_FILE"   # die (deploy/lib.sh) shows its tail
 
 command -v curl >/dev/null || die "curl not found (Debian: apt-get install -y curl)"
 JAVA="$REGISTRY_JAVA"
 [ -n "$JAVA" ] || die "no Java 21+ found (Apicurio Registry $REGISTRY_VERSION needs one; Debian 12's default is 17): install one under /usr/lib/jvm or /opt (e.g. Temurin 21 or 25), or set PREFSTREAM_REGISTRY_JAVA"
 mkdir -p "$REGISTRY_HOME" "$REGISTRY_RUN"
-exec 9>"$REGISTRY_HOME/lifecycle.lock"
-flock -w 300 9 || die "could not take $REGISTRY_HOME/lifecycle.lock within 300 s"
+take_lifecycle_lock "$REGISTRY_HOME/lifecycle.lock"
 T_START=$SECONDS
 
 if pid="$(registry_running_pid)"; then
@@ -62,7 +53,7 @@ if registry_answers; then
   log "a registry not started by this script already answers at $REGISTRY_URL; using it"
   echo "$REGISTRY_URL"; exit 0
 fi
-if (exec 3<>"/dev/tcp/$REGISTRY_HOST/$REGISTRY_PORT") 2>/dev/null; then
+if port_open "$REGISTRY_HOST" "$REGISTRY_PORT"; then
   die "port $REGISTRY_PORT on $REGISTRY_HOST is taken by something that is not a schema registry (set PREFSTREAM_REGISTRY_PORT)"
 fi
 
