@@ -120,6 +120,10 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         A process pool: learners with the split refit protocol (``refit_begin`` /
         ``refit_function`` / ``refit_finish``, e.g. the GPM) fit there, so that a refit never
         holds the GIL that learning needs (measured in ``bench/results/learner_rates.md``).
+    curve : bool, default True
+        Take learning-curve points (:attr:`curve`). The worker takes them only when
+        ``progress_log`` is set (nobody reads them otherwise; each costs a read of the rolling
+        ROC AUC, ~3 % of linear-bt's per-event time in ``bench/catchup.py``).
 
     Raises
     ------
@@ -129,8 +133,9 @@ class LearnerCore(RefitScheduling, PeopleHandling):
 
     def __init__(self, settings, metrics: Metrics | None = None, dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
                  loop: asyncio.AbstractEventLoop | None = None, executor=None, clock=time.monotonic,
-                 refit_pool=None) -> None:
+                 refit_pool=None, curve: bool = True) -> None:
         self.settings = settings
+        self.keep_curve = bool(curve)
         self.metrics = metrics or build_metrics()
         self.dedupe_window = int(dedupe_window)
         self.loop = loop
@@ -245,6 +250,11 @@ class LearnerCore(RefitScheduling, PeopleHandling):
             self.people.drop_source(source)
 
     # ------------------------------------------------------------------ processing
+    def floor(self, st: SourceState) -> int:
+        """The lowest offset of ``st`` still to learn: below it every model learned (or a delivered
+        snapshot covers) the message, which is then only acknowledged."""
+        return max(st.published_next, min(s.next_offset for s in st.slots.values()))
+
     def process(self, st: SourceState, offset: int, value: bytes | None, ack_token: Any = None) -> list[dict]:
         """Validate and learn one input message of ``st`` (a batch of one, :meth:`process_batch`)."""
         return self.process_batch(st, [(offset, value, ack_token, None)])
@@ -260,7 +270,8 @@ class LearnerCore(RefitScheduling, PeopleHandling):
             ``arrived`` is the ``time.perf_counter()`` at which the worker received the message
             (None: the start of this call), for the arrival → learned latency histogram.
         parsed : sequence, optional
-            :func:`stream.contract.batch.parse_batch` of ``records`` if the caller decoded them (``prefstream run``).
+            :func:`stream.contract.batch.parse_batch` of ``records`` if the caller decoded them (``prefstream run``;
+            :meth:`process_batch`, which parses a batch once: its entries below :meth:`floor` are None).
 
         Returns
         -------
@@ -287,7 +298,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         for off, _v, tok, _a in records:
             if tok is not None:
                 st.pending.append((int(off), tok))
-        floor = max(st.published_next, min(s.next_offset for s in st.slots.values()))
+        floor = self.floor(st)
         keep = [k for k, r in enumerate(records) if int(r[0]) >= floor]
         todo = [(int(records[k][0]), records[k][1], t_start if records[k][3] is None else records[k][3]) for k in keep]
         if not todo:
@@ -516,7 +527,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
             return
         n = len(arr.y)
-        cuts = [] if at is None else self._curve_cuts(name, at - n, at)
+        cuts = [] if at is None or not self.keep_curve else self._curve_cuts(name, at - n, at)
         pos = 0
         for c in cuts + ([n] if not cuts or cuts[-1] != n else []):
             sm = strict[pos:c]
@@ -549,6 +560,8 @@ class LearnerCore(RefitScheduling, PeopleHandling):
     def end_curve(self) -> None:
         """Close the learning curve: a point at each model's final event count, where that is past
         its last point and something was scored (the end of a file, a worker stopping)."""
+        if not self.keep_curve:
+            return
         for name in self.models:
             n = int(self.tally[name]["learned"])
             v = progressive_values(*self.progressive[name])
