@@ -11,7 +11,7 @@ What it does, in one run (the load average is printed beside every figure):
 2. **catch-up**, JSON then Avro, ``--repeat`` (2) times alternated: one ``prefstream worker learn
    --models <--models>`` (default linear-bt,capacity) on each preloaded topic, a fresh group each
    time, timed from its first learned event to every event learned (``bench/catchup.py``'s
-   ``run_workers``; counts and digests of the final snapshots give ``lost``); the Avro worker runs
+   ``catchup_round``; counts and digests of the final snapshots give ``lost``); the Avro worker runs
    with ``format_preferences=avro``. ``avro_over_json`` is the ratio of the best rate of each in
    this run (the anchor is the JSON worker beside it; the best of alternated runs, because the
    machine is shared);
@@ -46,7 +46,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from bench.catchup import load, make_events, preload, run_workers  # noqa: E402
+from bench.catchup import catchup_round, load, make_events, preload  # noqa: E402
 from bench.worker_run import create_run_topics, delete_topics  # noqa: E402
 
 DEFAULT_MODELS = "linear-bt,capacity"
@@ -86,7 +86,6 @@ def main(argv=None) -> int:
     import fastavro
 
     from stream.adapters import load_dataset
-    from stream.broker import TopicSpec, create_topics
     from stream.broker.serializers import AvroFormat, SchemaRegistry, avro_schema
     from stream.demo.config import default_model_params, write_settings_toml
     from stream.workers._snapshot import digest_add, event_hash
@@ -116,26 +115,15 @@ def main(argv=None) -> int:
     tmp = Path(f"/tmp/prefstream-avro-{u}")
     tmp.mkdir(parents=True, exist_ok=True)
     config = write_settings_toml(tmp / "avro.toml", {"feature_names": list(ds.feature_names), "model_params": params})
-    saved_env = dict(os.environ)
     lost = 0
 
     def run(label: str, topics: dict, count: int, env: dict) -> dict:
         nonlocal lost
         models_topic = f"bench.avro.models-{label}.{u}"
-        create_topics(None, {models_topic: TopicSpec(1, {"cleanup.policy": "compact", "max.message.bytes": "8388608"})},
-                      client_options=opts)
         extra.append(models_topic)
-        os.environ.update(env)
-        try:
-            r = run_workers(args.bootstrap, dict(topics, models=models_topic), models, config, count, 1, args.timeout,
-                            f"avro-{label}")
-        finally:
-            os.environ.clear()
-            os.environ.update(saved_env)
-        r["lost"] = {m: max(count - c, 0) for m, (c, _) in r["per_model"].items()}
-        cpu = sum(r["cpu_s"].values())
-        r["events_per_cpu_s"] = count / cpu if cpu > 0 else float("nan")
-        lost += sum(r["lost"].values()) + sum(count for m in models if m not in r["per_model"])
+        r = catchup_round(args.bootstrap, opts, topics, models_topic, models, config, count, args.timeout,
+                          f"avro-{label}", env=env)
+        lost += sum(r["lost"].values())
         print(f"[{label}] {r['events_per_s']:,.0f} events/s over {r['span_s']:.1f} s "
               f"({r['events_per_cpu_s']:,.0f} per CPU-second of the worker), "
               f"p50={r['p50_ms']:.1f} ms p99={r['p99_ms']:.1f} ms; lost {r['lost']}; load {load()}", flush=True)

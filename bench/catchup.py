@@ -261,8 +261,9 @@ def _proc_cpu(pid: int, descendants: bool = True) -> float:
 
 
 def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int, n_workers: int, timeout: float,
-                tag: str) -> dict:
-    """Start ``n_workers`` learner workers in one group; time first learned → all learned."""
+                tag: str, env: dict | None = None) -> dict:
+    """Start ``n_workers`` learner workers in one group (``env``: settings over this process's
+    environment, e.g. ``PREFSTREAM_FORMAT_PREFERENCES``); time first learned → all learned."""
     from stream.contract import decode_snapshot
     from stream.workers._snapshot import digest_add, split_stream_meta
 
@@ -270,7 +271,7 @@ def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int
     ports = [free_port() for _ in range(n_workers)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PREFSTREAM_BOOTSTRAP_SERVERS=boot,
                PREFSTREAM_CONSUMER_GROUP=f"bench-catchup-{tag}-{u}", PREFSTREAM_MODELS=",".join(models),
-               **{f"PREFSTREAM_TOPIC_{k.upper()}": v for k, v in topics.items()})
+               **{f"PREFSTREAM_TOPIC_{k.upper()}": v for k, v in topics.items()}, **(env or {}))
     procs, logs = [], []
     for i, port in enumerate(ports):
         log = open(f"/tmp/prefstream-catchup-{tag}-{u}-{i}.log", "w")
@@ -345,6 +346,33 @@ def run_workers(boot: str, topics: dict, models: list[str], config: Path, n: int
             "logs": logs}
 
 
+def catchup_round(boot: str, opts: dict, topics: dict, models_topic: str, models: list[str], config: Path, n: int,
+                  timeout: float, label: str, expected: int | None = None, workers: int = 1,
+                  env: dict | None = None) -> dict:
+    """One catch-up of the preloaded ``topics`` by a fresh worker group into a fresh compacted
+    ``models_topic`` (8 MiB records; created here, the caller deletes it): :func:`run_workers`'
+    result plus ``lost`` / ``duplicated`` per model (a model without a snapshot lost every
+    event), ``digest_equal`` per model against ``expected`` (the digest of the ``n`` event ids; absent
+    without it), ``events_per_cpu_s`` (refit processes included), ``events_per_worker_cpu_s`` and
+    ``cores`` (CPU cores per worker process over the span)."""
+    from stream.broker import TopicSpec, create_topics
+
+    create_topics(None, {models_topic: TopicSpec(1, {"cleanup.policy": "compact", "max.message.bytes": "8388608"})},
+                  client_options=opts)
+    r = run_workers(boot, dict(topics, models=models_topic), models, config, n, workers, timeout, label, env)
+    got = {m: r["per_model"].get(m, (0, 0)) for m in models}
+    r["lost"] = {m: max(n - c, 0) for m, (c, _) in got.items()}
+    r["duplicated"] = {m: max(c - n, 0) for m, (c, _) in got.items()}
+    if expected is not None:
+        r["digest_equal"] = {m: d == expected for m, (_, d) in got.items()}
+    span = r["span_s"]
+    r["cores"] = {pid: round(c / span, 2) for pid, c in r["cpu_s"].items()} if span == span else {}
+    cpu, own = sum(r["cpu_s"].values()), sum(r["worker_cpu_s"].values())
+    r["events_per_cpu_s"] = n / cpu if cpu > 0 else float("nan")
+    r["events_per_worker_cpu_s"] = n / own if own > 0 else float("nan")
+    return r
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", default=os.environ.get("PREFSTREAM_DATA_DIR", str(REPO.parent / "shared" / "data")))
@@ -364,7 +392,6 @@ def main(argv=None) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
 
     from stream.adapters import load_dataset
-    from stream.broker import TopicSpec, create_topics
     from stream.demo.config import default_model_params, write_settings_toml
     from stream.workers._snapshot import digest_add, event_hash
 
@@ -407,22 +434,12 @@ def main(argv=None) -> int:
 
         def run(label: str, mods: list[str], workers: int) -> dict:
             models_topic = f"bench.catchup.models-{label}.{u}"
-            create_topics(None, {models_topic: TopicSpec(1, {"cleanup.policy": "compact", "max.message.bytes": "8388608"})},
-                          client_options=opts)
             extra.append(models_topic)
-            r = run_workers(args.bootstrap, dict(topics, models=models_topic), mods, config, n, workers, args.timeout, label)
-            r["lost"] = {m: max(n - c, 0) for m, (c, _) in r["per_model"].items()}
-            r["duplicated"] = {m: max(c - n, 0) for m, (c, _) in r["per_model"].items()}
-            r["digest_equal"] = {m: d == expected for m, (_, d) in r["per_model"].items()}
-            cores = {pid: round(c / r["span_s"], 2) for pid, c in r["cpu_s"].items()} if r["span_s"] == r["span_s"] else {}
-            cpu_total = sum(r["cpu_s"].values())
-            r["events_per_cpu_s"] = (n / cpu_total) if cpu_total > 0 else float("nan")
-            own_total = sum(r["worker_cpu_s"].values())
-            r["events_per_worker_cpu_s"] = (n / own_total) if own_total > 0 else float("nan")
-            r["cores"] = cores
+            r = catchup_round(args.bootstrap, opts, topics, models_topic, mods, config, n, args.timeout, label,
+                              expected, workers)
             print(f"[{label}] {workers} worker(s), models {mods}: {r['events_per_s']:,.0f} events/s over {r['span_s']:.1f} s; "
                   f"arrival->learned p50={r['p50_ms']:.1f} ms p99={r['p99_ms']:.1f} ms; refits={r['refits']:.0f}; "
-                  f"CPU cores per process {cores} ({r['events_per_cpu_s']:,.0f} events per CPU-second, refit processes included; "
+                  f"CPU cores per process {r['cores']} ({r['events_per_cpu_s']:,.0f} events per CPU-second, refit processes included; "
                   f"{r['events_per_worker_cpu_s']:,.0f} per CPU-second of the worker process alone); lost {r['lost']} duplicated {r['duplicated']} "
                   f"digest equal {r['digest_equal']}; load {load()}", flush=True)
             return r

@@ -78,12 +78,13 @@ CURRENT = [
     ("replay", "`prefstream replay` of 50,000 duels, acks=all: **130,592 events/s**",
      "raw confluent-kafka, same bytes: 267,823/s", "0.488", "≥ 50,000/s and ≥ 0.25: **met**", "0.33–0.55",
      "`OMP_NUM_THREADS=1 python bench/replay_rate.py --data-dir ../shared/data`"),
-    ("catchup", "learner worker, capacity + GPM + linear-bt, refits on: **11,757 events/s** (14,592 on 381ddbe: "
-     "13 refits vs 3 under the all-partition refit trigger)",
-     "same learners in-process on arrays: 42,408/s", "0.277", "≥ 10,000/s: **met**", "1.7–1.9",
+    ("catchup", "learner worker, capacity + GPM + linear-bt: **16,458 events/s** (refits 0 on the shared machine; "
+     "11,757 on 49b7ba5, 14,592 on 381ddbe with 3 refits)",
+     "same learners in-process on arrays: 43,809/s", "0.376", "≥ 10,000/s: **met**", "1.62–2.08",
      "`OMP_NUM_THREADS=1 python bench/catchup.py --data-dir ../shared/data`"),
-    ("catchup", "learner worker, linear-bt alone: **15,177 events/s** (24,387 on 381ddbe: a regression, not yet placed)",
-     "aiokafka raw consume: 263,340/s", "0.058", "≥ 0.3: not met", "1.7–1.9", "same run"),
+    ("catchup", "learner worker, linear-bt alone: **33,639 events/s** (15,177 on 49b7ba5: forget scan + curve points, "
+     "mended; same-run A/B vs 381ddbe 1.05 per CPU-s)",
+     "aiokafka raw consume: 252,762/s", "0.133", "≥ 0.3: not met", "1.62–2.08", "same run"),
     ("stream", "learner worker, linear-bt, 50,000 events: **19,906 events/s**, p99 100 ms",
      "kafka-python raw consume: 9,436/s", "2.11", "≥ 0.5: **met**", "11.3",
      "`OMP_NUM_THREADS=1 python bench/stream_throughput.py --events 50000`"),

@@ -245,6 +245,24 @@ def test_the_worker_appends_its_curve_to_progress_log(tmp_path):
     assert got[-1]["events"] == 200 and [p["events"] for p in got] == sorted({p["events"] for p in got})
 
 
+def test_without_progress_log_the_worker_takes_no_curve_points_and_the_same_metrics():
+    """run_learner builds its core with curve=bool(progress_log): no points nobody reads, and the
+    progressive metrics equal to those of a core that takes them."""
+    from stream.settings import Settings
+    from stream.workers.learner_core import LearnerCore
+    from stream.workers.progressive import progressive_values
+
+    s = Settings.load(overrides={"models": ["linear-bt"], "feature_names": ["a", "b"]})
+    cores = [LearnerCore(s), LearnerCore(s, curve=False)]
+    for core in cores:
+        core.process_batch(core.new_source(s.topic_preferences, 0, {}), _records(clear_signal_events(300)))
+        core.end_curve()
+    with_pts, without = cores
+    assert len(with_pts.drain_curve()) >= 20 and without.drain_curve() == []
+    a, b = (progressive_values(*c.progressive["linear-bt"]) for c in cores)
+    assert b == pytest.approx(a, rel=1e-12)
+
+
 def test_the_report_labels_versions_and_explains_its_rows_and_diagonals(tmp_path):
     from stream.report import write_report
 

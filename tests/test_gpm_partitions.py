@@ -165,6 +165,43 @@ def test_the_learner_core_refits_its_partitions_as_one():
     assert len({m.fit_id for m in models}) == 1
     assert models[0].n_train_ == pytest.approx(0.9 * 120, abs=2)   # the union's 120 pairs at the trigger
     assert all(st.force for st in srcs)                             # every source publishes the new fit
+    assert core.metrics.refit_duration.labels(model="gpm")._sum.get() > 0
+    assert _refits(core) == 1                                       # one fit, counted once (not once a source)
+
+
+def _refits(core) -> int:
+    got = core.metrics.registry.get_sample_value("prefstream_refit_duration_seconds_count", {"model": "gpm"})
+    return int(got or 0)
+
+
+def test_the_group_refits_every_refit_every_events_of_the_whole_stream():
+    """refit_every counts the events of every partition together: 180 events over 3 sources, the first fit at
+    min_train = 60 pairs stored, then one every 30 events → fits at 60, 90, 120, 150, 180: 5, and the
+    refit metric counts those 5 fits (not 15: one per source). Per partition (the learners on their own)
+    the first fit would wait for 60 pairs of that partition: 3 fits, all at the 180th event."""
+    import json
+
+    from stream.models import register_all
+    from stream.settings import Settings
+    from stream.workers.learner_core import LearnerCore
+
+    register_all()
+    s = Settings(models=["gpm"], feature_names=["a", "b", "c"],
+                 model_params={"gpm": {"min_train": 60, "refit_every": 30, "drift": False, "model_params": FAST}})
+    core = LearnerCore(s)
+    XL, XR, y = events(180)
+    srcs = [core.new_source(s.topic_preferences, p, {}) for p in range(3)]
+    fits_at = []
+    for i in range(180):
+        ev = {"schema_version": 1, "event_id": f"e{i}", "timestamp": 1700000000 + i,
+              "left": {"features": dict(zip("abc", map(float, XL[i])))},
+              "right": {"features": dict(zip("abc", map(float, XR[i])))}, "outcome": int(y[i])}
+        before = _refits(core)
+        core.process_batch(srcs[i % 3], [(i // 3, json.dumps(ev).encode(), None, None)])
+        if _refits(core) > before:
+            fits_at.append(i + 1)
+    assert fits_at == [60, 90, 120, 150, 180] and _refits(core) == 5
+    assert len({st.slots["gpm"].learner.model.fit_id for st in srcs}) == 1
 
 
 # ----------------------------------------------------------------------------- real broker, worker and server

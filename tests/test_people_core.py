@@ -193,6 +193,36 @@ def test_forget_record_drops_the_person_everywhere_and_writes_tombstones(tmp_pat
     assert core.metrics.people_forgotten.labels(model=MODELS[0])._value.get() == pytest.approx(1.0)
 
 
+def test_a_forget_record_is_never_a_valid_event():
+    """What the learner core's one parse of a batch relies on (PeopleHandling.process_batch): the
+    contract refuses a forget record on either input topic, so only refused messages are looked at."""
+    from stream.contract import DeadLetter
+    from stream.contract.batch import parse_batch
+
+    for kind in ("preferences", "clicks"):
+        got = parse_batch(kind, [forget_record("bob"), forget_record("x" * 512, "r1")], None, 1 << 20)
+        assert all(isinstance(r, DeadLetter) for r in got), (kind, got)
+
+
+def test_a_forget_record_inside_a_batch_forgets_what_came_before_it_only(tmp_path):
+    core = _core(tmp_path)
+    st = core.new_source(TOPIC, 0, {})
+    events = _events(120, people=3)
+    victim = events[0][0]
+    before = sum(1 for u, _ in events[:60] if u == victim)
+    after = sum(1 for u, _ in events[60:] if u == victim)
+    assert before and after
+    recs = ([(j, v, None, None) for j, (_, v) in enumerate(events[:60])] + [(60, forget_record(victim), None, None)]
+            + [(61 + j, v, None, None) for j, (_, v) in enumerate(events[60:])])
+    assert core.process_batch(st, recs) == []
+    assert st.next_offset == 121 and all(s.next_offset == 121 for s in st.slots.values())
+    for model in MODELS:
+        lr = st.slots[model].learner
+        assert lr.person_info(victim)["version"] == after          # the events before the record are forgotten
+        assert st.slots[model].count == 120                         # and every event learned by the population
+    assert core.metrics.events_consumed.labels(topic=TOPIC)._value.get() == pytest.approx(120.0)  # not the record
+
+
 def test_a_bad_forget_record_is_dead_lettered(tmp_path):
     core = _core(tmp_path)
     st = core.new_source(TOPIC, 0, {})

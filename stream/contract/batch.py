@@ -131,7 +131,14 @@ def parse_batch(kind: str, values: Sequence[Any], catalog: ItemCatalog | None, m
     single = kind != "clicks"
     out = Parsed()
     docs: list = []
+    loads = orjson.loads
     for raw in values:
+        if type(raw) is bytes and len(raw) <= max_bytes:  # decode()'s orjson path, inlined: the hot loop
+            try:
+                docs.append(loads(raw))
+                continue
+            except _ORJSON_ERROR:
+                pass
         try:
             docs.append(_decode_for_batch(raw, max_bytes))
         except DeadLetter as dl:
@@ -188,10 +195,17 @@ def _shape(d: Any):
     if type(left) is not dict or type(right) is not dict or not (left.keys() <= _REF_KEYS) or not (right.keys() <= _REF_KEYS):
         return None
     fl, fr = left.get("features"), right.get("features")
-    if type(fl) not in _FEATURE_MAPS or type(fr) not in _FEATURE_MAPS:
+    if type(fl) is dict and type(fr) is dict:  # JSON: the common case first
+        names = tuple(fl)
+        if tuple(fr) != names:
+            return None
+    elif type(fl) in _FEATURE_MAPS and type(fr) in _FEATURE_MAPS:
+        names = fl.names if type(fl) is FeatureRow else tuple(fl)
+        if (fr.names if type(fr) is FeatureRow else tuple(fr)) != names:
+            return None
+    else:
         return None
-    names = fl.names if type(fl) is FeatureRow else tuple(fl)
-    if (fr.names if type(fr) is FeatureRow else tuple(fr)) != names or not _names_ok(names):
+    if not _names_ok(names):
         return None
     lid, rid = left.get("id"), right.get("id")
     if lid is not None and (type(lid) is not str or not 0 < len(lid) <= 512) or (lid is None and "id" in left):
@@ -203,9 +217,11 @@ def _shape(d: Any):
         c = d["context"]
         if type(c) not in _FEATURE_MAPS or (c and not _names_ok(tuple(c))):
             return None
-    u = d.get("user_id")
-    if u is not None and (type(u) is not str or not 0 < len(u) <= 512) or (u is None and "user_id" in d):
-        return None
+    u = None
+    if "user_id" in d:
+        u = d["user_id"]
+        if type(u) is not str or not 0 < len(u) <= 512:
+            return None
     return eid, ts, o, names, fl, fr, c, lid, rid, u
 
 

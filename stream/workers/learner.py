@@ -472,7 +472,8 @@ def run_learner(settings, dedupe_window: int = DEFAULT_DEDUPE_WINDOW, loglevel: 
 
     # refits fit in a spawned process by default: they never hold the learner's GIL
     executor, pool = refit_executors(settings)
-    core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor, refit_pool=pool)
+    core = LearnerCore(settings, metrics=metrics, dedupe_window=dedupe_window, executor=executor, refit_pool=pool,
+                       curve=bool(settings.progress_log))   # the curve's points go to progress_log alone
     keeper = attach_people(core)
     try:
         return asyncio.run(LearnerLoop(core).run())

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-from collections import deque
 from typing import Any, Sequence
 
 from learners.exceptions import InvalidInputError, PrefstreamError, SnapshotError
@@ -60,13 +58,7 @@ from stream.workers.gauges import push_learner_gauges
 from stream.workers.people import is_personal
 from stream.workers.people_core import PeopleHandling
 from stream.workers.people_guard import PersonalGuard
-from stream.workers.progressive import (
-    CURVE_GROWTH,
-    new_progressive,
-    progressive_chunks,
-    progressive_values,
-    update_progressive,
-)
+from stream.workers.progressive import ProgressiveScoring, progressive_chunks
 from stream.workers.refits import RefitScheduling
 from stream.workers.sources import ModelSlot, SourceState
 from stream.workers.throttled_log import ThrottledCount
@@ -102,7 +94,7 @@ def observe_n(hist, value: float, n: int) -> None:
             break
 
 
-class LearnerCore(RefitScheduling, PeopleHandling):
+class LearnerCore(RefitScheduling, PeopleHandling, ProgressiveScoring):
     """The learner worker's state machine, independent of Faust and of the broker.
 
     Parameters
@@ -120,6 +112,10 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         A process pool: learners with the split refit protocol (``refit_begin`` /
         ``refit_function`` / ``refit_finish``, e.g. the GPM) fit there, so that a refit never
         holds the GIL that learning needs (measured in ``bench/results/learner_rates.md``).
+    curve : bool, default True
+        Take learning-curve points (:attr:`curve`). The worker takes them only when
+        ``progress_log`` is set (nobody reads them otherwise; each costs a read of the rolling
+        ROC AUC, ~3 % of linear-bt's per-event time in ``bench/catchup.py``).
 
     Raises
     ------
@@ -129,7 +125,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
 
     def __init__(self, settings, metrics: Metrics | None = None, dedupe_window: int = DEFAULT_DEDUPE_WINDOW,
                  loop: asyncio.AbstractEventLoop | None = None, executor=None, clock=time.monotonic,
-                 refit_pool=None) -> None:
+                 refit_pool=None, curve: bool = True) -> None:
         self.settings = settings
         self.metrics = metrics or build_metrics()
         self.dedupe_window = int(dedupe_window)
@@ -143,13 +139,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         self.click_expander = SessionExpander(ClickPairing.from_settings(settings))
         self.sources: dict[str, SourceState] = {}
         self.kinds = {settings.topic_preferences: "preferences", settings.topic_clicks: "clicks"}
-        self.progressive = {m: new_progressive() for m in self.models}
-        #: the learning curve: ``{"events", "model", "accuracy", "roc_auc", "log_loss", "t"}`` points taken
-        #: from the progressive metrics at event counts (CURVE_GROWTH apart); the worker drains them
-        #: to ``progress_log``, ``prefstream run`` into its summary (:meth:`drain_curve`)
-        self.curve: deque = deque(maxlen=100_000)
-        self._curve_at: dict[str, int] = {}
-        self._t0 = time.monotonic()
+        self.start_progressive(curve)
         # labelled children resolved once (``labels()`` costs ~10 µs per call)
         self._m_learned = {m: self.metrics.events_learned.labels(model=m) for m in self.models}
         self._m_relearned = {m: self.metrics.events_relearned.labels(model=m) for m in self.models}
@@ -245,6 +235,11 @@ class LearnerCore(RefitScheduling, PeopleHandling):
             self.people.drop_source(source)
 
     # ------------------------------------------------------------------ processing
+    def floor(self, st: SourceState) -> int:
+        """The lowest offset of ``st`` still to learn: below it every model learned (or a delivered
+        snapshot covers) the message, which is then only acknowledged."""
+        return max(st.published_next, min(s.next_offset for s in st.slots.values()))
+
     def process(self, st: SourceState, offset: int, value: bytes | None, ack_token: Any = None) -> list[dict]:
         """Validate and learn one input message of ``st`` (a batch of one, :meth:`process_batch`)."""
         return self.process_batch(st, [(offset, value, ack_token, None)])
@@ -260,7 +255,8 @@ class LearnerCore(RefitScheduling, PeopleHandling):
             ``arrived`` is the ``time.perf_counter()`` at which the worker received the message
             (None: the start of this call), for the arrival → learned latency histogram.
         parsed : sequence, optional
-            :func:`stream.contract.batch.parse_batch` of ``records`` if the caller decoded them (``prefstream run``).
+            :func:`stream.contract.batch.parse_batch` of ``records`` if the caller decoded them (``prefstream run``;
+            :meth:`process_batch`, which parses a batch once: its entries below :meth:`floor` are None).
 
         Returns
         -------
@@ -287,7 +283,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         for off, _v, tok, _a in records:
             if tok is not None:
                 st.pending.append((int(off), tok))
-        floor = max(st.published_next, min(s.next_offset for s in st.slots.values()))
+        floor = self.floor(st)
         keep = [k for k, r in enumerate(records) if int(r[0]) >= floor]
         todo = [(int(records[k][0]), records[k][1], t_start if records[k][3] is None else records[k][3]) for k in keep]
         if not todo:
@@ -404,7 +400,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
             # so exactly the bad messages are dead-lettered and nothing non-finite is ever kept
             if personal:  # with each event's person (stream.workers.people_guard)
                 sub_users = [users.get(i) for i in sub]
-                self._score(name, learner, part, at, sub_users)
+                self.score_chunk(name, learner, part, at, sub_users)
                 res = slot.guard.learn_batch(
                     learner, sub,
                     lambda lr, _rows, part=part, su=sub_users: lr.learn_many(
@@ -413,7 +409,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
                                                examples[i].context, examples[i].weight, user_id=users.get(i)),
                     user_of=users.get)
             else:
-                self._score(name, learner, part, at)
+                self.score_chunk(name, learner, part, at)
                 res = slot.guard.learn_batch(
                     learner, sub,
                     lambda lr, _rows, part=part: lr.learn_many(part.X_left, part.X_right, part.y, part.context,
@@ -444,7 +440,7 @@ class LearnerCore(RefitScheduling, PeopleHandling):
         ok = True
         for i in idx:
             ex = examples[i]
-            self._validate_progressively(name, slot.learner, ex)
+            self.score_one(name, slot.learner, ex)
             try:
                 if users:
                     slot.learner = slot.guard.learn_one(slot.learner, ex.left, ex.right, ex.outcome, ex.context,
@@ -491,91 +487,6 @@ class LearnerCore(RefitScheduling, PeopleHandling):
     def _dead_letter(self, value, reason: str, detail: str, st: SourceState, offset: int) -> dict:
         self.metrics.dead_letters.labels(reason=reason).inc()
         return dead_letter_record(value, reason, detail, st.topic, st.partition, offset)
-
-    def _score(self, name: str, learner, arr, at: int | None = None, user_ids=None) -> None:
-        """Progressive validation of a chunk: P(left) from the pre-chunk state; ties are not scored.
-
-        ``at``: the model's event count once the chunk is learned. The chunk's events are the
-        counts ``at − len + 1 … at``; the metrics are folded in up to each count where a
-        learning-curve point is due (:data:`CURVE_GROWTH` past the previous one), and the point
-        taken there, so the curve is the progressive metrics at event counts, whatever the chunks.
-        For a personal model, ``user_ids`` (each row's person) go to ``predict_proba_many`` and
-        each prediction is counted in ``prefstream_predictions_total{personalized}``
-        (:meth:`~stream.workers.people_core.PeopleHandling.count_personalized`).
-        """
-        if user_ids is not None:
-            self.count_personalized(name, learner, user_ids)
-        strict = arr.y != 0
-        if not strict.any():
-            return
-        try:
-            if user_ids is not None:
-                p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context, user_ids=user_ids)
-            else:
-                p = learner.predict_proba_many(arr.X_left, arr.X_right, arr.context)
-        except Exception:  # noqa: BLE001 - not fitted yet, or rows it cannot score: learn_many decides
-            return
-        n = len(arr.y)
-        cuts = [] if at is None else self._curve_cuts(name, at - n, at)
-        pos = 0
-        for c in cuts + ([n] if not cuts or cuts[-1] != n else []):
-            sm = strict[pos:c]
-            ys, ps = (arr.y[pos:c][sm] == 1).tolist(), p[pos:c][sm].tolist()
-            if ys:
-                update_progressive(*self.progressive[name], ys, ps)
-                self.monitor.observe_losses(name, ys, ps)
-            if at is not None and c in cuts:
-                self._curve_point(name, at - n + c)
-            pos = c
-
-    def _curve_cuts(self, name: str, start: int, stop: int) -> list[int]:
-        """Positions ``c`` (1 … stop − start) in a chunk of counts ``start + 1 … stop`` where a curve point is due."""
-        last = self._curve_at.get(name, 0)
-        nxt = max(last + 1, math.ceil(last * (1 + CURVE_GROWTH)), start + 1)
-        cuts = []
-        while nxt <= stop:
-            cuts.append(nxt - start)
-            nxt = max(nxt + 1, math.ceil(nxt * (1 + CURVE_GROWTH)))
-        if cuts:
-            self._curve_at[name] = start + cuts[-1]
-        return cuts
-
-    def _curve_point(self, name: str, at: int) -> None:
-        """A learning-curve point of ``name`` at ``at`` events (none while the ROC AUC is undefined)."""
-        v = progressive_values(*self.progressive[name])
-        if v["roc_auc"] is not None:
-            self.curve.append({"events": int(at), "model": name, **v, "t": round(time.monotonic() - self._t0, 3)})
-
-    def end_curve(self) -> None:
-        """Close the learning curve: a point at each model's final event count, where that is past
-        its last point and something was scored (the end of a file, a worker stopping)."""
-        for name in self.models:
-            n = int(self.tally[name]["learned"])
-            v = progressive_values(*self.progressive[name])
-            if v["accuracy"] is not None and n > self._curve_at.get(name, 0):
-                self._curve_at[name] = n
-                self.curve.append({"events": n, "model": name, **v, "t": round(time.monotonic() - self._t0, 3)})
-
-    def drain_curve(self) -> list[dict]:
-        """The learning-curve points taken since the last call, oldest first."""
-        out = list(self.curve)
-        self.curve.clear()
-        return out
-
-    def _validate_progressively(self, name: str, learner, ex) -> None:
-        """Predict before learning (progressive validation); ties (outcome 0) are not scored."""
-        if ex.outcome == 0:
-            return
-        try:
-            p = float(learner.predict_proba_one(ex.left, ex.right, ex.context)[1])
-        except Exception:  # noqa: BLE001 - not fitted yet, or features it cannot score: learn_one decides
-            return
-        acc, ll, auc = self.progressive[name]
-        y = ex.outcome == 1
-        acc.update(y, p > 0.5)
-        ll.update(y, p)
-        auc.update(y, p)
-        self.monitor.observe_loss(name, y, p)
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_due(self, st: SourceState, now: float | None = None) -> bool:

@@ -194,8 +194,9 @@ class RefitScheduling:
             except Exception as exc:  # noqa: BLE001 - a failed refit must not stop learning
                 failed(exc)
                 return
-            for (st, sl), res in zip(group, results):
-                self._refit_done(st, name, sl, t0, res)
+            for st, sl in group:
+                self._refit_installed(st, sl)
+            self._refit_measured(name, t0, results[0] if results else None)   # one fit, counted once
 
         if self.loop is None:
             try:
@@ -226,9 +227,20 @@ class RefitScheduling:
         log.error("refit of %s failed: %r", name, exc)
 
     def _refit_done(self, st, name, slot, t0, res) -> None:
+        """One learner's refit installed: :meth:`_refit_installed` and :meth:`_refit_measured`."""
+        self._refit_installed(st, slot)
+        self._refit_measured(name, t0, res)
+
+    def _refit_installed(self, st, slot) -> None:
+        """A fit installed in ``slot``'s learner: the state to fall back on, published with the next round."""
         slot.refit_running = False
         if slot.guard is not None:
             slot.guard.mark(slot.learner)  # the refitted model is the state to fall back on
+        if self.sources.get(st.source) is st:
+            st.force = True  # publish the refitted model with the next snapshot round
+
+    def _refit_measured(self, name, t0, res) -> None:
+        """One fit in the refit metrics (a group refit is one fit, however many partitions take it)."""
         res = res if isinstance(res, dict) else {}
         m = self.metrics
         m.refit_duration.labels(model=name).observe(float(res.get("duration_s", time.perf_counter() - t0)))
@@ -236,6 +248,3 @@ class RefitScheduling:
             m.refit_training_size.labels(model=name).set(float(res["n_train"]))
         if res.get("val_auc") is not None:
             m.refit_validation_auc.labels(model=name).set(float(res["val_auc"]))
-        if self.sources.get(st.source) is st:
-            st.force = True  # publish the refitted model with the next snapshot round
-
