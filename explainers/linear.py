@@ -42,9 +42,10 @@ def explain_linear(model, XL, XR, background_mean_diff=None, feature_names: Sequ
 
     Parameters
     ----------
-    model : LinearBT or array_like of shape (n_features,)
+    model : LinearBT or array_like of shape (n_features,) or (n_pairs, n_features)
         A model exposing ``weights`` (and ``feature_names``, ``model_name``), or the weight
-        vector w itself.
+        vector w itself, or one weight vector per pair (row i explains pair i with w_i: a
+        personal model's w + δ_u for each pair's person).
     XL, XR : array_like of shape (n_pairs, n_features) or (n_features,)
         Left and right items of the explained pairs, columns in ``feature_names`` order.
     background_mean_diff : array_like of shape (n_features,) or (n_background, n_features), optional
@@ -63,7 +64,8 @@ def explain_linear(model, XL, XR, background_mean_diff=None, feature_names: Sequ
     Explanation
         ``method="linear-shapley"``; ``values`` (n_pairs, n_features) (1-D for 1-D input)
         with φ_j = w_j (D_j − μ_j); ``base_values`` = w·μ; ``prediction`` = w·D;
-        ``data`` = D = x_l − x_r; ``extra["background_mean_diff"]`` = μ.
+        ``data`` = D = x_l − x_r; ``extra["background_mean_diff"]`` = μ (a tuple: one μ shared by
+        every record, never read as one entry per record when n_pairs = n_features).
 
     Raises
     ------
@@ -79,6 +81,9 @@ def explain_linear(model, XL, XR, background_mean_diff=None, feature_names: Sequ
     ([2.0, 0.0, -1.0], 0.0, 1.0)
     >>> float(e.additivity_error()[0])
     0.0
+    >>> explain_linear([[1.0, 0.0], [0.0, 3.0]], [[1.0, 1.0], [1.0, 1.0]], [[0.0, 0.0], [0.0, 2.0]],
+    ...                feature_names=["a", "b"]).values.tolist()   # one weight vector per pair
+    [[1.0, 0.0], [0.0, -3.0]]
     """
     t0 = time.perf_counter()
     if hasattr(model, "weights"):
@@ -91,9 +96,10 @@ def explain_linear(model, XL, XR, background_mean_diff=None, feature_names: Sequ
             raise InvalidInputError("explain_linear got a bare weight vector; pass feature_names too.")
         names = list(feature_names)
         model_name = ""
-    if w.ndim != 1 or not np.isfinite(w).all():
-        raise InvalidInputError(f"explain_linear needs a finite weight vector of shape (n_features,); got shape {w.shape}.")
-    d = w.shape[0]
+    if w.ndim not in (1, 2) or not np.isfinite(w).all():
+        raise InvalidInputError("explain_linear needs finite weights of shape (n_features,) or (n_pairs, n_features); "
+                                f"got shape {w.shape}.")
+    d = w.shape[-1]
     if len(names) != d:
         raise InvalidInputError(f"explain_linear: {len(names)} feature names for {d} weights; pass one name per weight.")
     XL = np.asarray(XL, dtype=np.float64)
@@ -102,6 +108,9 @@ def explain_linear(model, XL, XR, background_mean_diff=None, feature_names: Sequ
     if XL.shape != XR.shape or XL.ndim not in (1, 2) or XL.shape[-1] != d:
         raise InvalidInputError(
             f"explain_linear expects XL and XR of the same shape (n_pairs, {d}) or ({d},); got {XL.shape} and {XR.shape}.")
+    if w.ndim == 2 and (one or w.shape[0] != XL.shape[0]):
+        raise InvalidInputError(f"explain_linear: {w.shape[0]} weight rows for {1 if one else XL.shape[0]} pairs; pass one "
+                                "row per pair of a 2-D XL.")
     D = XL - XR
     if not np.isfinite(D).all():
         raise InvalidInputError("explain_linear: XL and XR must be finite (no NaN or inf); x_left − x_right must not overflow.")
@@ -118,12 +127,12 @@ def explain_linear(model, XL, XR, background_mean_diff=None, feature_names: Sequ
         if not np.isfinite(mu).all():
             raise InvalidInputError("background_mean_diff must be finite (no NaN or inf).")
     phi = w * (D - mu)
-    base = float(w @ mu)
-    pred = D @ w
+    base = w @ mu
+    pred = D @ w if w.ndim == 1 else np.einsum("ij,ij->i", D, w)
     n = 1 if one else D.shape[0]
     return Explanation(
         values=phi,
-        base_values=base if one else np.full(n, base),
+        base_values=float(base) if one else (base if w.ndim == 2 else np.full(n, float(base))),
         feature_names=names,
         method="linear-shapley",
         prediction=float(pred) if one else pred,
@@ -132,5 +141,5 @@ def explain_linear(model, XL, XR, background_mean_diff=None, feature_names: Sequ
         data=D,
         instance_ids=None if instance_ids is None else [str(i) for i in instance_ids],
         compute_time=time.perf_counter() - t0,
-        extra={"background_mean_diff": mu.tolist()},
+        extra={"background_mean_diff": tuple(mu.tolist())},
     )

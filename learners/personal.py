@@ -238,16 +238,33 @@ class PersonalLearner(PreferenceLearner):
                 r = self._people.row(user_id)
         return r
 
-    def _deviation_z(self, r: int) -> np.ndarray:
-        p = self._people
-        return self._delta(p.G[r], p.T[r])
-
     def deviation(self, user_id: str) -> np.ndarray:
         """δ_u in the population's parameter units (Möbius masses, raw-unit weights), ndarray (k,); zeros if not held."""
-        r = self._row(_check_user_id(user_id, type(self).__name__))
-        if r is None:
-            return np.zeros(self._k)
-        return self._deviation_z(r) / self._z_scale()
+        return self.deviations([user_id])[0][0]
+
+    def deviations(self, user_ids) -> tuple[np.ndarray, np.ndarray]:
+        """``(δ, versions)`` of a batch's people, one read-out for all: δ_u per entry in the population's parameter
+        units, ndarray (n, k), zeros where the person is None or not held; the learned-event count of each, (n,)
+        int, 0 there (the ``version`` of :meth:`person_info`; personalized where > 0).
+
+        Examples
+        --------
+        >>> from learners.linear_personal import LinearBTPersonal
+        >>> m = LinearBTPersonal(["x"])
+        >>> m.learn_one({"x": 1.0}, {"x": 0.0}, -1, user_id="ann")
+        >>> d, v = m.deviations(["ann", None, "zoe", "ann"])
+        >>> bool(d[0, 0] < 0), d[1:3].tolist(), v.tolist(), bool(d[3, 0] == d[0, 0] == m.deviation("ann")[0])
+        (True, [[0.0], [0.0]], [1, 0, 0, 1], True)
+        """
+        n = len(user_ids)
+        rows = self._user_rows(user_ids, n)
+        delta, versions = np.zeros((n, self._k)), np.zeros(n, dtype=np.int64)
+        sel = np.flatnonzero(rows >= 0)
+        if sel.size:
+            p, r = self._people, rows[sel]
+            delta[sel] = self._delta(p.G[r], p.T[r]) / self._z_scale()
+            versions[sel] = p.N[r]
+        return delta, versions
 
     def person_state(self, user_id: str) -> dict | None:
         """``{"meta": {...}, "arrays": {"G": (k,), "Q": (k,)}}`` of a person held in memory, or None.

@@ -93,6 +93,8 @@ BUILTIN_EXPLAINERS = {
                           "capacity-interaction": _per.person_capacity_interaction,
                           "capacity-shapley-deviation": _per.person_deviation_shapley,
                           "capacity-interaction-deviation": _per.person_deviation_interaction},
+    "linear-bt-personal": {"linear-shapley": _per.person_linear_shapley,
+                           "linear-shapley-deviation": _per.person_linear_deviation},
 }
 
 _LOCK = threading.Lock()

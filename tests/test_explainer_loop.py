@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from learners.linear import LinearBT
 from stream import registry
@@ -57,6 +58,13 @@ def make(model="loop-bt"):
     st = lc.new_source(s.topic_preferences, 0, {})
     rng = np.random.default_rng(3)
     lc.process_batch(st, [(i, ev(f"w{i}", rng), None, None) for i in range(20)])
+    loop, tp = wire(s, lc, st)
+    batch = {tp: [(i, ev(f"x{i}", rng), None, time.perf_counter(), None) for i in range(N)]}
+    return loop, tp, batch, model
+
+
+def wire(s, lc, st):
+    """``(loop, tp)``: an explainer loop holding the learner core's snapshots, on a fake consumer and producer."""
     core = ExplainerCore(s)
     for k, v in lc.build_snapshots(st)[0]:
         core.on_snapshot(k, v)
@@ -66,8 +74,7 @@ def make(model="loop-bt"):
     loop.out, loop.dead = ProducerTopic(loop.producer, s.topic_explanations), ProducerTopic(loop.producer,
                                                                                              s.topic_dead_letters)
     loop.models = SimpleNamespace(caught_up=asyncio.Event())
-    batch = {tp: [(i, ev(f"x{i}", rng), None, time.perf_counter(), None) for i in range(N)]}
-    return loop, tp, batch, model
+    return loop, tp
 
 
 async def explain_all(loop):
@@ -109,6 +116,60 @@ def test_sampled_events_are_explained_once_in_batches_and_an_error_names_its_exc
     assert any("ZeroDivisionError: no coalition left" in r.getMessage() for r in caplog.records)
     assert loop.caps[(model, "linear-shapley")].cost is not None  # batches were timed against the budget
     assert loop.tracker.to_commit() == {tp: N}  # every offset delivered or shed
+
+
+def test_a_personal_model_is_explained_per_person_on_the_worker_path():
+    """linear-bt-personal through the explainer worker: every sampled event gets linear-shapley of its person's
+    w + δ_u and linear-shapley-deviation of δ_u, records naming the person; with the record's μ (the worker's
+    background), the deviation is δ_u ⊙ (D − μ), the person's values minus it are w ⊙ (D − μ) and base + Σφ is the
+    learner's margin for that person (atol 1e-12 / 1e-9); an event without a person is the population's."""
+    from stream.registry import get_explainer
+
+    name, users = "linear-bt-personal", ["ann", "bob", None]
+    s = Settings.load(None, {"models": [name], "feature_names": list("abc"), "explain_sample_rate": 1.0,
+                             "snapshot_every_events": 1000, "max_output_bytes": 1_000_000}, environ={})
+    rng = np.random.default_rng(4)
+
+    def pev(eid, u):
+        rec = json.loads(ev(eid, rng))
+        return json.dumps({**rec, "user_id": u} if u else rec).encode()
+
+    lc = LearnerCore(s)
+    st = lc.new_source(s.topic_preferences, 0, {})
+    lc.process_batch(st, [(i, pev(f"w{i}", users[i % 3]), None, None) for i in range(90)])
+    m = st.slots[name].learner
+    assert sorted(m.people()) == ["ann", "bob"] and get_explainer(name, "linear-shapley-deviation") is not None
+    loop, tp = wire(s, lc, st)
+    sent, send = [], loop.producer.send     # the fake keeps the latest record per key; both methods' are wanted
+
+    async def keep(topic, key=None, value=None):
+        sent.append((topic, value))
+        return await send(topic, key, value)
+
+    loop.producer.send = keep
+    raws = [pev(f"x{i}", users[i % 3]) for i in range(N)]
+    batch = {tp: [(i, r, None, time.perf_counter(), None) for i, r in enumerate(raws)]}
+
+    async def go():
+        await loop.handle(0, batch)
+        await explain_all(loop)
+        return [json.loads(v) for t, v in sent if t == s.topic_explanations]
+
+    out = asyncio.run(go())
+    by = {(r["request_id"], r["method"]): r for r in out}
+    assert len(by) == 2 * N and {r["model_name"] for r in out} == {name}
+    for i, raw in enumerate(raws):
+        e, u = json.loads(raw), users[i % 3]
+        xl, xr = (np.array([e[side]["features"][f] for f in "abc"]) for side in ("left", "right"))
+        full, dev = by[(f"x{i}", "linear-shapley")], by[(f"x{i}", "linear-shapley-deviation")]
+        mu = np.array(full["extra"]["background_mean_diff"])
+        delta = m.deviation(u) if u else np.zeros(3)
+        assert full["user_id"] == dev["user_id"] == u and full["extra"]["personalized"] is (u is not None)
+        np.testing.assert_allclose(dev["values"], delta * (xl - xr - mu), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(np.subtract(full["values"], dev["values"]), m.weights * (xl - xr - mu),
+                                   rtol=0, atol=1e-12)
+        g = m.margin_many(xl[None], xr[None], user_ids=[u])[0]
+        assert full["base_value"] + sum(full["values"]) == pytest.approx(g, abs=1e-9)
 
 
 def test_an_expelled_member_publishes_nothing_and_keeps_the_events_for_later():

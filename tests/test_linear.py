@@ -125,6 +125,22 @@ def test_agrees_with_brute_force_enumeration(d):
         assert float(e.prediction) == pytest.approx(vall, abs=1e-10)
 
 
+def test_one_weight_vector_per_pair_is_one_call_per_pair_and_every_record_carries_mu():
+    """Row i of a (n, d) weight matrix explains pair i as a call with that vector would (atol 1e-12); a batch of
+    n = d pairs still writes the whole μ into every record (not μ_i: a list of n entries reads as one per record)."""
+    rng = np.random.default_rng(5)
+    W, XL, XR, mu = rng.normal(size=(3, 3)), rng.normal(size=(3, 3)), rng.normal(size=(3, 3)), rng.normal(size=3)
+    e = explain_linear(W, XL, XR, background_mean_diff=mu, feature_names=list("abc"))
+    for i in range(3):
+        one = explain_linear(W[i], XL[i], XR[i], background_mean_diff=mu, feature_names=list("abc"))
+        np.testing.assert_allclose(e.values[i], one.values, rtol=0, atol=1e-12)
+        assert e.base_values[i] == pytest.approx(float(one.base_values), abs=1e-12)
+        assert e.prediction[i] == pytest.approx(float(one.prediction), abs=1e-12)
+    assert e.additivity_error().max() < 1e-12
+    for rec in e.to_records():
+        np.testing.assert_allclose(rec["extra"]["background_mean_diff"], mu, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("kwargs", [
     dict(model=[1.0, 2.0], XL=[1.0, 2.0], XR=[1.0, 2.0]),  # bare weights without names
     dict(model=[1.0, 2.0], XL=[1.0, 2.0, 3.0], XR=[1.0, 2.0, 3.0], feature_names=["a", "b"]),
@@ -136,6 +152,7 @@ def test_agrees_with_brute_force_enumeration(d):
     dict(model=[1.0, 2.0], XL=[1.0, 2.0], XR=[1.0, 2.0], feature_names=["a", "b"], background_mean_diff=[1.0]),
     dict(model=[1.0, 2.0], XL=[1.0, 2.0], XR=[1.0, 2.0], feature_names=["a", "b"], background_mean_diff=[np.nan, 1.0]),
     dict(model=[[1.0, 2.0]], XL=[1.0, 2.0], XR=[1.0, 2.0], feature_names=["a", "b"]),
+    dict(model=[[1.0, 2.0]] * 3, XL=[[1.0, 2.0]] * 2, XR=[[1.0, 2.0]] * 2, feature_names=["a", "b"]),  # rows ≠ pairs
 ])
 def test_explainer_bad_input(kwargs):
     kwargs = dict(kwargs)

@@ -190,6 +190,61 @@ def test_per_person_explanations_are_efficient_and_differ_by_the_deviation():
     assert inter.method == "capacity-interaction-deviation" and np.asarray(inter.extra["interactions"]).shape == (3, 3)
 
 
+def test_linear_per_person_explanations_are_the_persons_weights_and_differ_by_the_deviation():
+    """linear-bt-personal: φ = (w + δ_u) ⊙ (D − μ) and base (w + δ_u)·μ, so base + Σφ = the person's margin
+    (atol 1e-12); the deviation's values are δ_u ⊙ (D − μ) (closed form, atol 1e-12) and the population's
+    linear-shapley values plus the deviation's are the person's (atol 1e-12); an event without a person, or with
+    one not held, is explained by the population, personalized false, deviation exactly 0. μ ≠ 0 here: the
+    background holds pairs whose sides are not i.i.d."""
+    import json
+
+    from stream.contract import parse_preference
+    from stream.contract.explain import explanation_record_ok
+    from stream.plugins import personal as plug
+    from stream.plugins.linear import explain_linear_shapley
+    from stream.registry import ExplainContext
+
+    def event(i, xl, xr, u=None):
+        return parse_preference(json.dumps({"schema_version": 1, "event_id": f"e{i}", "timestamp": 1, "outcome": 1,
+                                            "left": {"features": dict(zip(CRIT, xl))},
+                                            "right": {"features": dict(zip(CRIT, xr))},
+                                            **({"user_id": u} if u else {})}).encode())
+
+    XL, XR, y, users = _stream()
+    m = LinearBTPersonal(CRIT)
+    m.learn_many(XL, XR, y, user_ids=users)
+    who = ["u0", "u1", None, "stranger", "u0"]
+    evs = [event(i, XL[i], XR[i], u) for i, u in enumerate(who)]
+    bg = [event(f"b{i}", XL[i] + 0.3, XR[i]) for i in range(20)]
+    mu = np.mean(XL[:20] + 0.3 - XR[:20], axis=0)
+    ctx = ExplainContext("linear-bt-personal", model_version=3, background=bg)
+    full = plug.person_linear_shapley(m, evs, ctx)
+    dev = plug.person_linear_deviation(m, evs, ctx)
+    pop = explain_linear_shapley(m.population_learner, evs, ctx)
+    assert (full.method, dev.method) == ("linear-shapley", "linear-shapley-deviation")
+    D = XL[:5] - XR[:5]
+    g = m.margin_many(XL[:5], XR[:5], user_ids=who)
+    np.testing.assert_allclose(full.base_values + full.values.sum(axis=1), g, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(full.prediction, g, rtol=0, atol=1e-12)
+    for i, u in enumerate(who):
+        delta = m.deviation(u) if u else np.zeros(3)
+        np.testing.assert_allclose(dev.values[i], delta * (D[i] - mu), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(dev.base_values[i], delta @ mu, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(full.values[i], (m.weights + delta) * (D[i] - mu), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pop.values + dev.values, full.values, rtol=0, atol=1e-12)
+    assert np.abs(dev.values[:2]).max() > 1e-3                       # the people do differ
+    np.testing.assert_allclose(full.values[2:4], pop.values[2:4], rtol=0, atol=0)
+    np.testing.assert_allclose(dev.values[2:4], 0.0, rtol=0, atol=0)
+    recs = full.to_records([ev.event_id for ev in evs])
+    for r in recs + dev.to_records([ev.event_id for ev in evs]):
+        explanation_record_ok(r)                                     # explanation.v1.json, method enum included
+        np.testing.assert_allclose(r["extra"]["background_mean_diff"], mu, rtol=0, atol=1e-12)
+    assert [r["user_id"] for r in recs] == who
+    assert [r["extra"]["personalized"] for r in recs] == [True, True, False, False, True]
+    assert recs[0]["extra"]["person_version"] == users.count("u0") and recs[3]["extra"]["person_version"] == 0
+    assert {r["model_name"] for r in recs} == {"linear-bt-personal"} and recs[0]["model_version"] == 3
+
+
 def test_ranking_metrics_closed_forms():
     from stream.evaluation import holdout_last, hr_at_k, ndcg_at_k
 

@@ -174,33 +174,70 @@ def test_a_non_personal_model_answers_for_a_person_with_the_population():
         assert rec["extra"]["user_id"] == "ann" and rec["extra"]["personalized"] is False
 
 
-def test_the_demo_shows_a_persons_ranking_beside_the_populations_and_what_sets_them_apart(served):
-    """stream/demo/serve.py's person view, against the app: the person's top 5 are the learner's own, and the
-    deviation method (registered here as the personal models' "δ_u alone" method is) explains their #1 vs #2."""
-    from starlette.testclient import TestClient
-
-    from explainers import Explanation
-    from stream import registry
-    from stream.demo.serve import DEVIATION_METHOD, format_person, person_view
+def test_explain_for_a_person_is_their_weights_values_and_how_they_differ(served):
+    """``POST /v1/explain`` on linear-bt-personal with ``user_id``: linear-shapley of the served person's w + δ_u,
+    (w + δ_u) ⊙ (a − b) (μ = 0: a server holds no background), base 0 + Σφ = the learner's own margin for them
+    (atol 1e-9: the learner adds ⟨δ_u, z⟩ in scaled units); linear-shapley-deviation is δ_u ⊙ (a − b) and the
+    population's values plus it are the person's (atol 1e-12); a stranger gets the population's, personalized
+    false; rank with ``explain`` and ``user_id`` explains each consecutive pair of the person's ranking."""
+    from stream.contract.explain import explanation_record_ok
 
     st, app, trained, items = served
     name = "linear-bt-personal"
     m = trained[name]
+    a, b = "i1", "i2"
+    D = items[a] - items[b]
+    body = {"model": name, "left": {"id": a}, "right": {"id": b}}
+    me = _post(app, "/v1/explain", {**body, "user_id": "ann"}).json()
+    dev = _post(app, "/v1/explain", {**body, "user_id": "ann", "method": "linear-shapley-deviation"}).json()
+    pop = _post(app, "/v1/explain", body).json()
+    zoe = _post(app, "/v1/explain", {**body, "user_id": "zoe"}).json()
+    for r in (me, dev, pop, zoe):
+        explanation_record_ok(r)
+    assert (me["method"], dev["method"], pop["method"]) == ("linear-shapley", "linear-shapley-deviation",
+                                                            "linear-shapley")
+    delta = m.deviation("ann")
+    np.testing.assert_allclose(me["values"], (m.weights + delta) * D, rtol=0, atol=1e-12)
+    g = m.margin_many(_X(items, [a]), _X(items, [b]), user_ids=["ann"])[0]
+    assert me["base_value"] + sum(me["values"]) == pytest.approx(g, abs=1e-9) and me["prediction"] == pytest.approx(g, abs=1e-9)
+    np.testing.assert_allclose(dev["values"], delta * D, rtol=0, atol=1e-12)
+    assert np.abs(delta * D).max() > 1e-3
+    np.testing.assert_allclose(np.add(pop["values"], dev["values"]), me["values"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pop["values"], m.weights * D, rtol=0, atol=1e-12)
+    assert (me["user_id"], me["extra"]["personalized"], me["extra"]["person_version"]) == \
+        ("ann", True, m.person_info("ann")["version"])
+    assert (zoe["user_id"], zoe["extra"]["personalized"], zoe["extra"]["person_version"]) == ("zoe", False, 0)
+    assert zoe["values"] == pop["values"] and pop["extra"]["personalized"] is False
+    r = _post(app, "/v1/rank", {"model": name, "ids": IDS, "top_k": 4, "user_id": "ann",
+                                "explain": "linear-shapley-deviation"}).json()
+    RankResponse.model_validate(r)
+    order = [IDS[j] for j in np.argsort(-m.score(_X(items, IDS), "ann"), kind="stable")]   # the top 4 and the 5th
+    assert r["personalized"] and [it["id"] for it in r["items"]] == order[:4] and len(r["explanations"]) == 4
+    for k, rec in enumerate(r["explanations"]):
+        left, right = rec["request_id"].split(":", 1)[1].split(">")
+        assert (left, right) == (order[k], order[k + 1]) and rec["user_id"] == "ann" and rec["extra"]["personalized"]
+        np.testing.assert_allclose(rec["values"], delta * (items[left] - items[right]), rtol=0, atol=1e-12)
 
-    def deviation(learner, examples, ctx):
-        d = np.stack([learner.deviation(ex.user_id) for ex in examples])
-        # (recorded under a method name explanation.v1.json already lists; the personal models' own one names itself)
-        return Explanation(values=d, base_values=0.0, feature_names=list(learner.feature_names), method="linear-shapley")
 
-    registry.register_explainer(name, DEVIATION_METHOD, deviation)
+def test_the_demo_shows_a_persons_ranking_beside_the_populations_and_what_sets_them_apart(served):
+    """stream/demo/serve.py's person view, against the app: the person's top 5 are the learner's own, and the
+    model's deviation method (linear-shapley-deviation, δ_u ⊙ (a − b)) explains their #1 vs #2."""
+    from starlette.testclient import TestClient
+
+    from stream.demo.serve import DEVIATION_METHODS, format_person, person_view
+
+    st, app, trained, items = served
+    name = "linear-bt-personal"
+    m = trained[name]
     with TestClient(app) as c:
         v = person_view(c, name, "ann", {"ids": IDS, "top_k": 5})
     order = [IDS[j] for j in np.argsort(-m.score(_X(items, IDS), "ann"), kind="stable")]
     assert v["personalized"] and v["person_version"] == m.person_info("ann")["version"]
     assert [it["id"] for it in v["top"]] == order[:5]
     assert v["population_top"] == [IDS[j] for j in np.argsort(-m.score(_X(items, IDS)), kind="stable")][:5]
-    d = m.deviation("ann")
+    d = m.deviation("ann") * (items[order[0]] - items[order[1]])
+    assert v["apart"]["method"] == DEVIATION_METHODS[name] == "linear-shapley-deviation"
     assert [f for f, _ in v["apart"]["top_features"]] == [FEATURES[j] for j in np.argsort(-np.abs(d))]
     np.testing.assert_allclose([x for _, x in v["apart"]["top_features"]], d[np.argsort(-np.abs(d))], rtol=0, atol=1e-12)
     text = "\n".join(format_person(v))
-    assert "for person ann" in text and "what sets ann apart" in text
+    assert "for person ann" in text and "what sets ann apart (linear-shapley-deviation" in text

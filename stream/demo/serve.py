@@ -25,8 +25,8 @@ from stream.demo.errors import DemoError
 
 __all__ = ["demo_candidates", "demo_person", "format_serve", "person_view", "query_server", "serve_command"]
 
-#: "How this person differs": the personal capacity's indices of δ_u alone (stream/plugins/personal.py).
-DEVIATION_METHOD = "capacity-shapley-deviation"
+#: "How this person differs", per personal model: the Shapley values of δ_u alone (stream/plugins/personal.py).
+DEVIATION_METHODS = {"capacity-personal": "capacity-shapley-deviation", "linear-bt-personal": "linear-shapley-deviation"}
 
 
 def demo_person(records) -> str | None:
@@ -48,7 +48,7 @@ def person_view(client, model: str, user_id: str, body: dict) -> dict:
     """One person's ranking of the demo's candidates beside the population's, and what sets them apart.
 
     ``body`` is the population's rank body (candidates, ``top_k``). The person's ranking is the same
-    body with ``user_id``; "what sets them apart" is :data:`DEVIATION_METHOD` (the Shapley values of
+    body with ``user_id``; "what sets them apart" is the model's :data:`DEVIATION_METHODS` (the Shapley values of
     the person's deviation δ_u alone) of their #1 against their #2, when the model has it.
 
     Returns
@@ -64,11 +64,12 @@ def person_view(client, model: str, user_id: str, body: dict) -> dict:
            "top": [{"id": it["id"], "score": it["score"]} for it in me.get("items", [])],
            "population_top": [it["id"] for it in pop.get("items", [])], "apart": None}
     methods = {m["model"]: m["methods"] for m in client.get("/v1/models").json().get("models", [])}.get(model, [])
-    if out["personalized"] and DEVIATION_METHOD in methods and len(out["top"]) >= 2:
+    method = DEVIATION_METHODS.get(model)
+    if out["personalized"] and method in methods and len(out["top"]) >= 2:
         by_id = {x["id"]: x for x in body.get("items", [])}
         a, b = ({"id": out["top"][i]["id"]} if out["top"][i]["id"] not in by_id else by_id[out["top"][i]["id"]]
                 for i in (0, 1))
-        r = client.post("/v1/explain", json={"model": model, "method": DEVIATION_METHOD, "left": a, "right": b,
+        r = client.post("/v1/explain", json={"model": model, "method": method, "left": a, "right": b,
                                              "user_id": user_id})
         if r.status_code == 200:
             rec = r.json()

@@ -12,7 +12,7 @@ from stream.contract.arrays import background_arrays, side_array
 from stream.plugins.budgets import capped
 from stream.plugins.common import construct
 
-__all__ = ["explain_linear_shapley", "linear_factory", "linear_loader"]
+__all__ = ["explain_linear_shapley", "linear_factory", "linear_loader", "shapley_of_weights"]
 
 
 def linear_factory(settings, params: dict):
@@ -46,24 +46,30 @@ def linear_loader(state: dict):
     return LinearBT.from_state(state)
 
 
-@capped(max_batch=4096, budget_s=2.0, step=4096)
-def explain_linear_shapley(learner, examples: list, ctx):
-    """Exact Shapley values of w·(x_l − x_r) (:func:`explainers.linear.explain_linear`).
+def shapley_of_weights(weights, names: list, examples: list, ctx):
+    """Exact Shapley values of each event's margin w·(x_l − x_r) (:func:`explainers.linear.explain_linear`).
 
-    The background mean difference μ = E[b_l − b_r] comes from ``ctx.background`` when it
-    holds examples, else μ = 0 (left and right items i.i.d., Hu, Chau et al. 2022, Sec. 3.1).
-    A batch is one matrix product (exact: equal to one call per event to 1e-9).
+    ``weights``: a model exposing ``weights``, a weight vector (n_features,), or one weight vector per
+    event (n_events, n_features). The background mean difference μ = E[b_l − b_r] comes from
+    ``ctx.background`` when it holds examples, else μ = 0 (left and right items i.i.d., Hu, Chau et
+    al. 2022, Sec. 3.1). A batch is one matrix product (exact: equal to one call per event to 1e-9).
     """
     from explainers.linear import explain_linear
 
-    names = list(learner.feature_names)
-    if not names:
-        raise InvalidInputError("The linear-bt model has not learned any example yet; nothing to explain.")
     XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
     BL, BR = background_arrays(ctx.background, names)
     mu = (BL - BR) if len(BL) else None
-    return explain_linear(learner, XL, XR, background_mean_diff=mu, feature_names=names,
+    return explain_linear(weights, XL, XR, background_mean_diff=mu, feature_names=names,
                           model_version=ctx.model_version, instance_ids=[ex.event_id for ex in examples])
+
+
+@capped(max_batch=4096, budget_s=2.0, step=4096)
+def explain_linear_shapley(learner, examples: list, ctx):
+    """Exact Shapley values of w·(x_l − x_r), φ_j = w_j (D_j − μ_j) (:func:`shapley_of_weights`)."""
+    names = list(learner.feature_names)
+    if not names:
+        raise InvalidInputError("The linear-bt model has not learned any example yet; nothing to explain.")
+    return shapley_of_weights(learner, names, examples, ctx)
 
 
 explain_linear_shapley.additive = True  # base + Σφ = margin (efficiency); tests/checks verifies it

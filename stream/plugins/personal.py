@@ -16,18 +16,24 @@ Explanations per person (``capacity-personal``): ``capacity-shapley`` and ``capa
 the person's capacity m + δ_u (the population's for an event without a held person), and "how
 this person differs", ``capacity-shapley-deviation`` and ``capacity-interaction-deviation``: the same
 indices of δ_u alone — the indices are linear in the masses, so these are exactly the person's
-indices minus the population's. Every record names the person (``user_id``, top level and in
+indices minus the population's. The same for ``linear-bt-personal``: ``linear-shapley`` of the
+person's weights w + δ_u (φ_j = (w + δ_u)_j (D_j − μ_j), the ``linear-bt`` values under the person's
+margin) and ``linear-shapley-deviation``, of δ_u alone (δ_u ⊙ (D − μ), with base δ_u·μ): the person's
+values minus the population's. Every record names the person (``user_id``, top level and in
 ``extra``) with ``personalized`` and ``person_version``.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from learners.exceptions import InvalidInputError
 from stream.plugins.budgets import capped
 from stream.plugins.common import construct
 
 __all__ = ["capacity_personal_factory", "linear_personal_factory", "merge_personal", "person_capacity_interaction",
-           "person_capacity_shapley", "person_deviation_interaction", "person_deviation_shapley", "personal_loader"]
+           "person_capacity_shapley", "person_deviation_interaction", "person_deviation_shapley",
+           "person_linear_deviation", "person_linear_shapley", "personal_loader"]
 
 _PERSONAL_KEYS = ("population", "person_l1", "person_l2", "person_gamma", "person_interaction", "person_adaptive",
                   "block")
@@ -180,7 +186,40 @@ def person_deviation_interaction(learner, examples, ctx):
     return _person_explanations(learner, examples, ctx, deviation=True, interaction=True)
 
 
-# the values add up: Σ_i φ_i = Σ_S masses(S) = the record's prediction (base 0 = v(∅)); tests/checks verifies it
+def _person_linear(learner, examples, ctx, deviation: bool):
+    """``linear-shapley`` of each event's person's weights w + δ_u (or of δ_u alone), one row per event."""
+    from stream.plugins.common import require_trained
+    from stream.plugins.linear import shapley_of_weights
+
+    require_trained(learner, "linear-bt-personal")
+    users = [getattr(ex, "user_id", None) for ex in examples]
+    delta, versions = learner.deviations(users)          # one read-out for the batch's people
+    personalized = versions > 0
+    W = delta if deviation else learner.weights + np.where(personalized[:, None], delta, 0.0)
+    e = shapley_of_weights(W, list(learner.feature_names), examples, ctx)
+    e.method = e.method + ("-deviation" if deviation else "")
+    e.extra = dict(e.extra, user_id=users, personalized=personalized.tolist(), person_version=versions.tolist())
+    e.model_name, e.model_version = "linear-bt-personal", int(getattr(ctx, "model_version", 0) or 0)
+    return e
+
+
+@capped(max_batch=4096, budget_s=2.0, step=4096)
+def person_linear_shapley(learner, examples, ctx):
+    """Exact Shapley values of the person's margin (w + δ_u)·(x_l − x_r), one record per event (the population's
+    w for an event without a held person, ``personalized: false``): φ_j = (w + δ_u)_j (D_j − μ_j), the
+    ``linear-shapley`` values (Hu, Chau et al. 2022, Sec. 3.1, Eq. (8); Lundberg & Lee 2017, linear SHAP)."""
+    return _person_linear(learner, examples, ctx, deviation=False)
+
+
+@capped(max_batch=4096, budget_s=2.0, step=4096)
+def person_linear_deviation(learner, examples, ctx):
+    """How the person differs: the Shapley values of δ_u·(x_l − x_r) alone, δ_u ⊙ (D − μ) (φ(w + δ_u) − φ(w), by
+    linearity); zeros for a person not held. Method ``linear-shapley-deviation``."""
+    return _person_linear(learner, examples, ctx, deviation=True)
+
+
+# the values add up: Σ_i φ_i = Σ_S masses(S) = the record's prediction (base 0 = v(∅)), and base + Σφ = the person's
+# margin (or δ_u·D) for the linear ones; tests/checks verifies it
 for _fn in (person_capacity_shapley, person_capacity_interaction, person_deviation_shapley,
-            person_deviation_interaction):
+            person_deviation_interaction, person_linear_shapley, person_linear_deviation):
     _fn.additive = True

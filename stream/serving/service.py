@@ -47,7 +47,7 @@ PERSON_CATALOG_BYTES = 64 * 2**20
 
 #: The method ``/v1/explain`` uses when the request names none (else the first registered one).
 DEFAULT_METHODS = {"linear-bt": "linear-shapley", "capacity": "distributional-bernoulli", "gpm": "pref-shap",
-                   "cgpm": "pref-shap"}
+                   "cgpm": "pref-shap", "linear-bt-personal": "linear-shapley"}
 
 
 class ServeState(ExplainRunner):
