@@ -367,7 +367,18 @@ def test_every_dashboard_panel_returns_a_series_from_real_workers(kafka_bootstra
                 "schema_version": 1, "event_id": f"flip{i}", "timestamp": 1700001000 + i, "outcome": y,
                 "left": {"features": dict(zip("abc", map(float, xl)))},
                 "right": {"features": dict(zip("abc", map(float, xr)))}}).encode()))
-        stack.send("preferences", flipped)
+        # two waves: the second is sent once the explainer serves a linear-bt that learned the first, so its
+        # explanations come from the flipped model whatever the timing (a fast explainer could explain all 600
+        # with the model of before, whose attributions of such events have not drifted)
+        from tests.test_workers_kafka import metric_value, scrape
+
+        before = stack.totals()[0]
+        stack.send("preferences", flipped[:300])
+        stack.wait(lambda: stack.totals()[0] >= before + 300 or None, 120, "the first flipped wave learned")
+        published = sum(snap["version"] for key, snap in stack.snapshots().items() if key.startswith("linear-bt@"))
+        stack.wait(lambda: metric_value(scrape(eport), "prefstream_model_version", model="linear-bt") >= published
+                   or None, 60, "the explainer to load the linear-bt that learned the first wave")
+        stack.send("preferences", flipped[300:])
         def explanation_drift():
             recs = [json.loads(v) for _, v in stack.read("drift")]
             ok = any(r["kind"] in ("ranking", "feature") and (r["model"], r["method"]) == ("linear-bt", "linear-shapley")
