@@ -110,21 +110,8 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
                 f"Exact distributional values enumerate 2**{n} coalitions; the limit is max_exact_players="
                 f"{max_exact_players}. Use method='monte-carlo' with n_samples, or raise the limit.")
         masks = all_coalitions(n)
-        W = struct.player_weights(n)
-        if W.shape != (n, 2 ** n):
-            raise InvalidParameterError(f"{struct!r} returned weights of shape {W.shape}; expected {(n, 2 ** n)}.")
+        player, wo, wi, wt = _exact_pairs(n, struct)
         params = game.params(masks)
-        players, without, with_, weight = [], [], [], []
-        for i in range(n):
-            m = np.flatnonzero(W[i] > 0)
-            players.append(np.full(m.size, i))
-            without.append(m)
-            with_.append(m | (1 << i))
-            weight.append(W[i, m])
-        player = np.concatenate(players)
-        wo = np.concatenate(without)
-        wi = np.concatenate(with_)
-        wt = np.concatenate(weight)
         sample = None
         T = None
         empty_idx, full_idx = 0, 2 ** n - 1
@@ -156,23 +143,20 @@ def distributional_value(game: StochasticGame, structure="shapley", *, method: s
     return _aggregate_gaussian(game, params, wo, wi, player, wt, T, n, base, pred, common)
 
 
-def _exact_pairs(n: int, struct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pairs ``(S, S ∪ i)`` of exact enumeration and their weights, as in :func:`distributional_value`:
-    ``(without (P,), with (P,), weights (P, n))`` — row ``j`` of ``weights`` is ``p^i(S)`` in column ``i``."""
+def _exact_pairs(n: int, struct) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs ``(S, S ∪ i)`` of exact enumeration: ``(player i, code of S, code of S ∪ i, weight p^i(S))``,
+    each of shape (P,), for every S with a positive weight under ``struct``."""
     W = struct.player_weights(n)
     if W.shape != (n, 2 ** n):
         raise InvalidParameterError(f"{struct!r} returned weights of shape {W.shape}; expected {(n, 2 ** n)}.")
-    wo, wi, cols, wt = [], [], [], []
+    player, wo, wi, wt = [], [], [], []
     for i in range(n):
         m = np.flatnonzero(W[i] > 0)
+        player.append(np.full(m.size, i))
         wo.append(m)
         wi.append(m | (1 << i))
-        cols.append(np.full(m.size, i))
         wt.append(W[i, m])
-    wo, wi, cols, wt = (np.concatenate(a) for a in (wo, wi, cols, wt))
-    weights = np.zeros((wo.size, n))
-    weights[np.arange(wo.size), cols] = wt
-    return wo, wi, weights
+    return tuple(np.concatenate(a) for a in (player, wo, wi, wt))
 
 
 def bernoulli_values_of_tables(probabilities, structure="shapley", *, feature_names=None,
@@ -221,7 +205,9 @@ def bernoulli_values_of_tables(probabilities, structure="shapley", *, feature_na
                                 f"[{np.nanmin(P)}, {np.nanmax(P)}].")
     n = P.shape[0].bit_length() - 1
     struct = get_structure(structure)
-    wo, wi, weights = _exact_pairs(n, struct)
+    player, wo, wi, wt = _exact_pairs(n, struct)
+    weights = np.zeros((wo.size, n))                      # row j: p^i(S) of pair j in its player's column
+    weights[np.arange(wo.size), player] = wt
     A, B = P[wo], P[wi]                                   # (pairs, G): π_S and π_{S∪i}
     lo, hi = np.minimum(A, B), np.maximum(A, B)
     trans = np.empty((P.shape[1], n, 2, 2))

@@ -218,6 +218,15 @@ def _expit(x):
     return expit(x)
 
 
+def preference_probabilities(v: np.ndarray, output: str) -> np.ndarray:
+    """P(left preferred) from coalition values: σ(ν) for margins (NaN refused), ``v`` itself for probabilities."""
+    if output == "margin":
+        if np.any(np.isnan(v)):
+            raise InvalidInputError("The coalition value function returned NaN margins.")
+        return _expit(v)
+    return v
+
+
 #: Outcome names of a preference game: class 0, class 1 (1 = left preferred).
 PREFERENCE_CLASSES = ("right preferred", "left preferred")
 
@@ -264,12 +273,7 @@ def bernoulli_preference_game(nu: Callable[[np.ndarray], np.ndarray], n_players:
             raise InvalidInputError(
                 f"The coalition value function must return shape ({c.shape[0]},) for {c.shape[0]} coalitions; "
                 f"got {v.shape}.")
-        v = v.reshape(-1)
-        if output == "margin":
-            if np.any(np.isnan(v)):
-                raise InvalidInputError("The coalition value function returned NaN margins.")
-            return _expit(v)
-        return v
+        return preference_probabilities(v.reshape(-1), output)
 
     return StochasticGame(payoff, n_players, BernoulliFamily(), feature_names=feature_names, classes=classes)
 

@@ -15,10 +15,11 @@ import numpy as np
 from explainers._result import Explanation
 from explainers.distributional.estimators import bernoulli_values_of_tables, distributional_value
 from explainers.distributional.games import StochasticGame
-from explainers.distributional.model_games import (PREFERENCE_CLASSES, _expit, bernoulli_preference_game,
-                                                   categorical_choice_game, gaussian_utility_game)
+from explainers.distributional.model_games import (PREFERENCE_CLASSES, bernoulli_preference_game,
+                                                   categorical_choice_game, gaussian_utility_game,
+                                                   preference_probabilities)
 from explainers.distributional.values import DiscreteDistributionalValue, GaussianDistributionalValue
-from learners.exceptions import InvalidInputError
+from learners.exceptions import InvalidInputError, check_param
 
 __all__ = ["explain_choice", "explain_game", "explain_gaussian_utility", "explain_preference", "explain_preference_tables",
            "to_explanation"]
@@ -187,13 +188,9 @@ def explain_preference_tables(tables, feature_names: Sequence[str], *, output: s
     (True, 2)
     """
     t0 = time.perf_counter()
-    v = np.asarray(tables, dtype=np.float64)
-    if output not in ("margin", "probability"):
-        raise InvalidInputError(f"output must be 'margin' or 'probability'; got {output!r}.")
-    if output == "margin":
-        if np.any(np.isnan(v)):
-            raise InvalidInputError("The coalition value function returned NaN margins.")
-        v = _expit(v)
+    check_param("explain_preference_tables", "output", output, output in ("margin", "probability"),
+                "'margin' or 'probability'")
+    v = preference_probabilities(np.asarray(tables, dtype=np.float64), output)
     vals = bernoulli_values_of_tables(v, structure, feature_names=feature_names, classes=PREFERENCE_CLASSES)
     dt = (time.perf_counter() - t0) / max(len(vals), 1)
     rows = None if data is None else np.asarray(data, dtype=np.float64)

@@ -161,8 +161,9 @@ def _sharp_reference(learner, ctx):
     budget. Above ``exact_players`` players (at most 20) ``max_coalitions`` coalitions are evaluated
     (paired, size-stratified Kernel SHAP; :func:`explainers._coalitions.shapley_of_game`).
 
-    Returns ``(ref, make)``: ``make(XL, XR)`` is the :class:`~explainers.sharp.SharpExplainer` whose
-    catalog is ``ref`` followed by the rows of ``XL`` and ``XR``.
+    Returns ``(ref, make, budgets, score)``: ``make(XL, XR, item_scores=None)`` is the
+    :class:`~explainers.sharp.SharpExplainer` whose catalog is ``ref`` followed by the rows of ``XL`` and
+    ``XR`` (``item_scores``: their ``score``, when the caller scored them already); ``ref`` is scored once.
     """
     from explainers.sharp import SharpExplainer, learner_score_fn
 
@@ -183,13 +184,13 @@ def _sharp_reference(learner, ctx):
                               max_exact_players=exact_players, score_rows=512, max_coalitions=b["max_coalitions"],
                               scores=None if item_scores is None else np.concatenate([ref_scores, item_scores]))
 
-    return ref, make, b
+    return ref, make, b, score
 
 
 def _sharp_catalog(learner, examples, ctx):
     """One ShaRP explainer for all of ``examples``: the reference sample plus every event's items
     (``(explainer, n_reference, n_events, budgets)``); the catalog of one event is :func:`_sharp_events`'."""
-    ref, make, b = _sharp_reference(learner, ctx)
+    ref, make, b, _ = _sharp_reference(learner, ctx)
     names = list(learner.feature_names)
     XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
     return make(XL, XR), len(ref), len(examples), b
@@ -204,13 +205,11 @@ def _sharp_events(learner, examples, ctx, explain_one):
     (same seed) to 1e-9 under exact enumeration; sampled orders (above
     ``exact_players``) draw from ``ctx.rng`` in turn and agree within their standard errors.
     """
-    from explainers.sharp import learner_score_fn
-
-    ref, make, b = _sharp_reference(learner, ctx)
+    ref, make, b, score = _sharp_reference(learner, ctx)
     names = list(learner.feature_names)
     XL, XR = side_array(examples, names, "left"), side_array(examples, names, "right")
     n = len(ref)
-    sl, sr = np.split(np.asarray(learner_score_fn(learner)(np.concatenate([XL, XR])), dtype=np.float64), 2)
+    sl, sr = np.split(np.asarray(score(np.concatenate([XL, XR])), dtype=np.float64), 2)
     out = [explain_one(make(XL[k:k + 1], XR[k:k + 1], np.array([sl[k], sr[k]])), n) for k in range(len(examples))]
     return with_budgets(out[0] if len(out) == 1 else Explanation.stack(out), b)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from typing import Sequence
 
 __all__ = ["AUC_WINDOW", "CURVE_GROWTH", "PROGRESSIVE_GROWTH", "PROGRESSIVE_MIN_CHUNK", "ProgressiveScoring",
@@ -171,8 +172,6 @@ class ProgressiveScoring:
 
     def start_progressive(self, curve: bool = True) -> None:
         """Fresh metrics for every model of ``self.models``; ``curve``: take learning-curve points."""
-        from collections import deque
-
         self.progressive = {m: new_progressive() for m in self.models}
         #: the learning curve: ``{"events", "model", "accuracy", "roc_auc", "log_loss", "t"}`` points taken
         #: from the progressive metrics at event counts (CURVE_GROWTH apart); the worker drains them
@@ -226,11 +225,8 @@ class ProgressiveScoring:
             p = float(learner.predict_proba_one(ex.left, ex.right, ex.context)[1])
         except Exception:  # noqa: BLE001 - not fitted yet, or features it cannot score: learn_one decides
             return
-        acc, ll, auc = self.progressive[name]
         y = ex.outcome == 1
-        acc.update(y, p > 0.5)
-        ll.update(y, p)
-        auc.update(y, p)
+        update_progressive(*self.progressive[name], [y], [p])
         self.monitor.observe_loss(name, y, p)
 
     def _curve_cuts(self, name: str, start: int, stop: int) -> list[int]:
