@@ -9,7 +9,7 @@ What it does, in one run (the machine's load average is printed beside the figur
    idempotence on: the replay defaults), reading, checking and encoding included, and checks
    that the topic holds exactly N records afterwards;
 3. **anchors**, in the same run: the same records, read and encoded beforehand by replay's own
-   reader (``stream.replay._iter_chunks``: the bytes replay sends), produced raw into fresh
+   reader (``stream.event_files._iter_chunks``: the bytes replay sends), produced raw into fresh
    topics by confluent-kafka (replay's producer settings), aiokafka (``acks="all"``,
    idempotence, ``linger_ms=20``, 1 MiB batches) and kafka-python (``acks="all"``, idempotence,
    ``linger_ms=20``, 1 MiB batches): no parsing, the
@@ -140,7 +140,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from stream.adapters import load_dataset
-    from stream.replay import _iter_chunks, replay
+    from stream.event_files import _iter_chunks
+    from stream.replay import replay
 
     ds = load_dataset("pokemon", args.data_dir)
     tmp = Path(tempfile.mkdtemp(prefix="prefstream-replay-rate-"))

@@ -103,7 +103,7 @@ class BatchResult:
 def _raw_records(path: Path, kind: str) -> Iterator[tuple[int, bytes | None, str | None]]:
     """(line, raw bytes, None) per record: JSONL lines verbatim (bad ones dead-letter later), CSV rows
     as JSON; (line, None, why) for a CSV row that is no record."""
-    from stream.replay import _iter_raw
+    from stream.event_files import _iter_raw
 
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         with open(path, "rb") as fh:

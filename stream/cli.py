@@ -413,7 +413,7 @@ def run_cmd(
     from pathlib import Path
 
     from stream.batch import EXIT_NOTHING_LEARNED, nothing_learned, output_clash, refusal_summary, run_batch
-    from stream.replay import sniff_kind
+    from stream.event_files import sniff_kind
 
     if kind not in ("preference", "click"):
         typer.echo(f"error: --kind must be preference or click; got {kind!r}.", err=True)

@@ -220,7 +220,7 @@ def evaluate_file(path, settings, models, k: int = 10) -> tuple[dict, dict]:
     from pathlib import Path
 
     from stream import registry
-    from stream.replay import iter_records
+    from stream.event_files import iter_records
 
     import stream
 

@@ -326,7 +326,7 @@ def test_ips_pairs_recover_the_truth_better_than_naive_pairs():
 
 def test_replay_reads_an_obd_csv_as_sessions():
     from stream.adapters import BUNDLED_DIR
-    from stream.replay import iter_records
+    from stream.event_files import iter_records
 
     recs = [r for _, r in iter_records(BUNDLED_DIR / "open_bandit_dataset_sample" / "random_all" / "all.csv.gz", "click")]
     assert sum(len(r["clicked"]) for r in recs) >= 37

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from learners.exceptions import InvalidInputError
 from stream.cli import app
-from stream.replay import iter_records
+from stream.event_files import iter_records
 
 runner = CliRunner()
 

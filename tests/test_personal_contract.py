@@ -59,7 +59,7 @@ def test_click_session_pairs_carry_the_sessions_user():
 
 
 def test_replay_reads_a_user_id_column_and_keys_by_person(tmp_path):
-    from stream.replay import _iter_chunks, iter_records
+    from stream.event_files import _iter_chunks, iter_records
 
     p = tmp_path / "p.csv"
     p.write_text("event_id,user_id,outcome,left.a,right.a\ne1,ann,1,0.1,0.2\ne2,,-1,0.3,0.4\ne3, bob ,1,0.1,0.2\n"

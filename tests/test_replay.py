@@ -9,7 +9,8 @@ import pytest
 
 from learners.exceptions import InvalidInputError, InvalidParameterError
 from stream.contract import ItemCatalog, parse_click_session, parse_item, parse_preference
-from stream.replay import BrokerUnavailable, ReplayResult, TokenBucket, iter_records, replay
+from stream.event_files import iter_records
+from stream.replay import BrokerUnavailable, ReplayResult, TokenBucket, replay
 
 PREF_CSV = """event_id,timestamp,outcome,left_id,right_id,left.rating,left.price,right.rating,right.price,context.age
 ev-1,1714564800,1,sku-1,sku-2,4.5,20,3.0,12,31
@@ -53,7 +54,7 @@ def test_skips_report_line_and_reason(tmp_path):
     p = write(tmp_path, "prefs.csv", PREF_CSV)
     with pytest.raises(InvalidInputError, match=r"prefs.csv, line 4: invalid_outcome"):
         list(iter_records(p, "preference"))
-    from stream.replay import _iter_raw
+    from stream.event_files import _iter_raw
 
     skipped = {line: why for line, rec, why in _iter_raw(p, "preference") if rec is None}
     assert set(skipped) == {4, 5, 6, 8}
@@ -79,7 +80,7 @@ def test_jsonl_layout_defaults_and_skips(tmp_path):
     assert [line for line, _ in recs] == [1, 2]
     assert recs[1][1]["event_id"] == "events:2" and recs[1][1]["schema_version"] == 1
     assert abs(recs[1][1]["timestamp"] - t0) < 60
-    from stream.replay import _iter_raw
+    from stream.event_files import _iter_raw
 
     why = {line: w for line, rec, w in _iter_raw(p, "preference") if rec is None}
     assert why[3].startswith("not valid JSON") and "non_finite" in why[4]

@@ -9,7 +9,7 @@ import pytest
 from learners.exceptions import InvalidParameterError
 from stream.adapters import record_bytes as replay_csv
 from stream.broker.producer import confluent_config, error_name
-from stream.replay import _iter_chunks, _iter_raw
+from stream.event_files import _iter_chunks, _iter_raw
 
 HEADER = "event_id,timestamp,outcome,left_id,right_id,left.a,left.b,right.a,right.b,context.c,weight\n"
 BROKEN = [
@@ -42,9 +42,9 @@ def _fixed_now(monkeypatch):
     """Both paths read the same replay start time (the timestamp of rows without one)."""
     import types
 
-    from stream import replay as replay_mod
+    from stream import event_files
 
-    monkeypatch.setattr(replay_mod, "time", types.SimpleNamespace(time=lambda: 1_700_000_000.25))
+    monkeypatch.setattr(event_files, "time", types.SimpleNamespace(time=lambda: 1_700_000_000.25))
 
 
 def _both(path, monkeypatch):
@@ -173,7 +173,7 @@ def test_encoder_bytes_equal_the_row_path_s_records_on_every_layout(tmp_path, mo
 def test_same_item_id_with_other_features_is_not_mistaken_for_the_cached_one(tmp_path, monkeypatch, ids):
     # one id (or, without ids, one run prefix longer than the lookup key), runs differing in the
     # last cell only or in length only: the cache must compare the whole run
-    from stream.replay import iter_records
+    from stream.event_files import iter_records
 
     pad = ",".join(["1234567.0"] * 5)  # 49 bytes shared by every left run
     body = ["event_id,outcome," + ("left_id,right_id," if ids else "")
@@ -207,7 +207,7 @@ def test_pokemon_duels_encoded_as_the_data_set_s_events(tmp_path, monkeypatch, d
 
 
 def test_jsonl_read_by_orjson_gives_the_standard_library_s_records_and_reasons(tmp_path, monkeypatch):
-    from stream import replay as replay_mod
+    from stream import event_files
 
     ev = '"left": {"features": {"x": %s}}, "right": {"features": {"x": 0}}, "outcome": 1'
     lines = [
@@ -223,7 +223,7 @@ def test_jsonl_read_by_orjson_gives_the_standard_library_s_records_and_reasons(t
     ]
     p = tmp_path / "edge.jsonl"
     p.write_bytes(("\n".join(lines) + "\n").encode() + b'{"event_id": "\xff", "outcome": 1}\n')
-    monkeypatch.setattr(replay_mod, "time", __import__("types").SimpleNamespace(time=lambda: 1_700_000_000.25))
+    monkeypatch.setattr(event_files, "time", __import__("types").SimpleNamespace(time=lambda: 1_700_000_000.25))
     fast = list(_iter_raw(p, "preference"))
     monkeypatch.setattr(replay_csv, "_LONG_RUN", b"")  # every line "may hold a long integer": json reads all
     slow = list(_iter_raw(p, "preference"))

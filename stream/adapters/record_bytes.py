@@ -1,6 +1,6 @@
 """Records as the bytes ``prefstream replay`` sends: chunks of encoded records, and preference CSV rows encoded without a dict.
 
-:func:`stream.replay.iter_records` turns a CSV row into a record cell by cell (``csv`` module,
+:func:`stream.event_files.iter_records` turns a CSV row into a record cell by cell (``csv`` module,
 ``float`` per cell, a dict, the contract check, then orjson): about 100 µs a Pokémon row (57
 columns). The replay does not need the dict, only the bytes. :func:`preference_chunks` builds
 them by concatenation, so that a replay costs a few microseconds a row in Python:
@@ -17,7 +17,7 @@ them by concatenation, so that a replay costs a few microseconds a row in Python
 * the event id, timestamp, outcome and weight are checked and encoded per row.
 
 The bytes are exactly ``orjson.dumps`` of the record the row path builds
-(``stream.replay._csv_record`` then :func:`stream.contract.validate_record`), whose checks each
+(``stream.event_files._csv_record`` then :func:`stream.contract.validate_record`), whose checks each
 cell meets here: numbers parsed by ``float`` as there, finite and within
 :data:`stream.contract.MAX_ABS_VALUE`, outcome in {1, −1, 0}, timestamp ≥ 0 or empty (the
 replay start time), weight in :data:`stream.contract.WEIGHT_RANGE` or empty (no weight), ids of
@@ -259,7 +259,7 @@ def preference_chunks(path: str | Path, stem: str, now: float, row_path: Callabl
         The CSV file (header on line 1).
     stem, now : str, float
         Default event id prefix (``"<stem>:<line>"``) and timestamp, as in
-        :func:`stream.replay.iter_records`.
+        :func:`stream.event_files.iter_records`.
     row_path : callable
         ``row_path(row: dict, line: int) -> (record or None, reason or None)``: the row path
         (``csv.DictReader`` row in, record checked by the contract out).
