@@ -107,6 +107,51 @@ def test_exact_equals_enumeration_at_d12(kind, c):
     np.testing.assert_allclose(e.base_values, 0.0, atol=1e-12)      # ν(∅) = 0 by skew-symmetry
 
 
+@pytest.mark.parametrize("groups", [None, {"g0": ["f0", "f1", "f2"], "g1": ["f10", "f11", "f12", "f13"]}])
+def test_a_batch_each_duel_holding_its_own_players_equals_enumeration(groups):
+    """One compiled pass explains duels that hold different players (explainers/prefshap/compiled.py): a player
+    held in every duel of the batch (one joint factor), players held in some, and a duel with 13 varying players
+    (7 quadrature nodes, whose products run side by side)."""
+    d = 14
+    X, _, m = _fit("gpm", d, c=1.0, M=25)
+    ps = PrefSHAP(m, reference_items=X, value_function=PM, feature_groups=groups)
+    pnames, member = ps.players()
+    n = len(pnames)
+    XL, XR = X[:5].copy(), X[20:25].copy()
+    XL[:, 10:14] = XR[:, 10:14] if groups else XL[:, 10:14]
+    XL[:, 13] = XR[:, 13]                                        # held in every duel
+    XL[1, :3] = XR[1, :3]
+    XL[2, 5] = XR[2, 5]
+    XL[3, 4:9] = XR[3, 4:9]
+    e = ps.explain_duels(XL, XR)
+    C = all_coalitions(n).astype(np.int64)
+    table = ps.coalition_values((C @ member.astype(np.int64)) > 0, XL, XR)          # (2^n, 5)
+    dropped = ((XL == XR).astype(int) @ member.T.astype(int)) == member.sum(axis=1)
+    assert (~dropped[0]).sum() == 13 or groups
+    for p in range(5):
+        act = np.flatnonzero(~dropped[p])
+        sub = all_coalitions(act.size).astype(np.int64) @ (1 << act) + int(sum(1 << np.flatnonzero(dropped[p])))
+        want = np.zeros(n)
+        want[act] = exact_shapley(table[sub, p], act.size)
+        np.testing.assert_allclose(e.values[p], want, rtol=0, atol=1e-9)
+        one = ps.explain_duels(XL[p:p + 1], XR[p:p + 1])
+        np.testing.assert_allclose(one.values[0], e.values[p], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(e.prediction, m.decision_function(XL, XR), rtol=0, atol=1e-10)
+
+
+def test_product_game_with_held_players_is_the_smaller_game():
+    rng = np.random.default_rng(5)
+    d, T = 6, 25
+    A, B, W = rng.uniform(0, 1, (T, d)), rng.uniform(0, 1, (T, d)), rng.normal(size=T)
+    held = np.array([False, True, False, False, True, False])
+    phi, full, empty = product_game_shapley(A, B, W, held)
+    act = np.flatnonzero(~held)
+    v = product_game_values(A[:, act], B[:, act], W * A[:, held].prod(axis=1), all_coalitions(act.size))
+    np.testing.assert_allclose(phi[act], exact_shapley(v, act.size), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(phi[held], 0.0, atol=0)
+    np.testing.assert_allclose([full, empty], [v[-1], v[0]], rtol=0, atol=1e-12)
+
+
 def test_feature_groups_are_products_of_their_features():
     d = 8
     X, _, m = _fit("gpm", d, M=25)
@@ -187,7 +232,7 @@ def test_product_game_with_zero_factors_matches_enumeration():
     d, T = 7, 30
     A, B, W = rng.uniform(0, 1, (T, d)), rng.uniform(0, 1, (T, d)), rng.normal(size=T)
     A[0, 2] = 0.0
-    B[3, 5] = 0.0                                  # zeros take the division-free branch
+    B[3, 5] = 0.0                                  # zeros: the products are division-free
     phi, full, empty = product_game_shapley(A, B, W)
     v = product_game_values(A, B, W, all_coalitions(d))
     np.testing.assert_allclose(phi, exact_shapley(v, d), rtol=0, atol=1e-12)

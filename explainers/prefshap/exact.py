@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from explainers.prefshap.product import held_game, product_game_shapley
+from explainers.prefshap.product import product_game_shapley
 
 __all__: list[str] = []
+
+#: Duels per compiled pass: their per-centre kernel values, (2 M_u, n) each, stay in the cache.
+_CHUNK = 16
 
 
 class _ExactTasks:
     """Exact product-marginal Pref-SHAP (needs :class:`~explainers.prefshap.PrefSHAP`'s ``_p``, ``_product``,
     ``players``)."""
-
-    @staticmethod
-    def _held_game_shapley(A, B, W, held):
-        """φ (d,) of a product game with the players ``held`` in every coalition (φ = 0 for them), ν(Ω), ν(held)."""
-        phi = np.zeros(A.shape[1])
-        phi[~held], full, empty = product_game_shapley(*held_game(A, B, W, held))
-        return phi, full, empty
 
     def _per_duel_product(self, XL: np.ndarray, XR: np.ndarray, U, W, eng):
         """φ (P, n_players), ν(∅ ∪ held), ν(Ω) and the extras of a batch, each duel its own exact game.
@@ -41,14 +37,13 @@ class _ExactTasks:
         prod = self._product()
         grouped = None if n_pl == member.shape[1] else member
         phi, base, pred = np.zeros((P, n_pl)), np.empty(P), np.empty(P)
-        patterns, inv = np.unique(dropped, axis=0, return_inverse=True)
-        for g, held in enumerate(patterns):                        # duels holding the same players: one batch
-            idx = np.flatnonzero(inv.reshape(-1) == g)
-            for c in range(0, idx.size, 16):
-                sl = idx[c:c + 16]
-                A, B, Wt = prod.item_terms_many(XLs[sl], XRs[sl], Wn if Wn.ndim == 1 else Wn[sl], grouped, held)
-                ph, pred[sl], base[sl] = product_game_shapley(A, B, Wt)
-                phi[np.ix_(sl, np.flatnonzero(~held))] = ph
+        # each duel holds its own players; duels that vary in the same players share a compiled pass
+        _, pattern = np.unique(dropped, axis=0, return_inverse=True)
+        order = np.argsort(pattern.reshape(-1), kind="stable")
+        for c in range(0, P, _CHUNK):
+            sl = order[c:c + _CHUNK]
+            phi[sl], pred[sl], base[sl] = prod.duel_shapley(XLs[sl], XRs[sl], Wn if Wn.ndim == 1 else Wn[sl], grouped,
+                                                            dropped[sl])
         names = np.empty(P, dtype=object)
         for p in range(P):
             names[p] = [pnames[i] for i in np.flatnonzero(dropped[p])]
@@ -78,5 +73,5 @@ class _ExactTasks:
         phi, base, pred = np.zeros((P, Us.shape[1])), np.empty(P), np.empty(P)
         for p in range(P):
             A, B, Wt = prod.context_terms(Us[p], xi_w[p])
-            phi[p], pred[p], base[p] = self._held_game_shapley(A, B, Wt, dropped)
+            phi[p], pred[p], base[p] = product_game_shapley(A, B, Wt, dropped)
         return phi, base, pred

@@ -36,34 +36,14 @@ The coalition values themselves, ν_S = Σ_t w_t Π_{j∈S} a_tj Π_{j∉S} b_tj
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 __all__: list[str] = []
 
-#: Terms × nodes per block of the quadrature (the working arrays (d, Q, block) stay in the cache).
-_BLOCK = 1 << 15
-#: Smallest factor for which Π_j / C_i stands in for Π_{j≠i} (kernel values and marginal means are ≤ 1).
-_SAFE = 1e-250
-
-
-@lru_cache(maxsize=64)
-def gauss_legendre01(q: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes and weights of the q-point Gauss–Legendre rule on [0, 1] (exact for degree ≤ 2q − 1).
-
-    Examples
-    --------
-    >>> s, lam = gauss_legendre01(2)
-    >>> round(float(lam @ s**3), 12), round(float(lam.sum()), 12)
-    (0.25, 1.0)
-    """
-    x, w = np.polynomial.legendre.leggauss(max(1, int(q)))
-    return (x + 1.0) / 2.0, w / 2.0
-
-
-def product_game_shapley(A: np.ndarray, B: np.ndarray, W: np.ndarray):
+def product_game_shapley(A: np.ndarray, B: np.ndarray, W: np.ndarray, held: np.ndarray | None = None):
     """Exact Shapley values of v(S) = Σ_t W_t Π_{j∈S} A_tj Π_{j∉S} B_tj (T terms, d players), for one game or P.
+
+    The closed form of the module docstring, computed by :func:`explainers.prefshap.compiled.sums_of_product_games`.
 
     Parameters
     ----------
@@ -72,67 +52,33 @@ def product_game_shapley(A: np.ndarray, B: np.ndarray, W: np.ndarray):
     B : ndarray of shape (T, d) (shared by the games) or (P, T, d)
         Per-term factors of player j absent. B_tj = A_tj makes j a null player held in every coalition.
     W : ndarray of shape (T,) or (P, T)
+    held : bool ndarray of shape (d,) or (P, d), optional
+        Players held in every coalition (their factor A is a constant of every term; φ = 0 for them).
 
     Returns
     -------
-    phi : ndarray (d,) or (P, d);  v_full : v(Ω), float or (P,);  v_empty : v(∅), float or (P,)
+    phi : ndarray (d,) or (P, d);  v_full : v(Ω), float or (P,);  v_empty : v(∅ ∪ held), float or (P,)
 
     Examples
     --------
     >>> A = np.array([[2.0, 3.0]]); B = np.array([[1.0, 1.0]])     # v(S) = Π_{j∈S} a_j
     >>> phi, full, empty = product_game_shapley(A, B, np.array([1.0]))
-    >>> phi.tolist(), full, empty          # v({0}) = 2, v({1}) = 3, v(Ω) = 6
+    >>> phi.round(12).tolist(), full, empty          # v({0}) = 2, v({1}) = 3, v(Ω) = 6
     ([2.0, 3.0], 6.0, 1.0)
     """
+    from explainers.prefshap.compiled import sums_of_product_games
+
     one = A.ndim == 2
     A3 = A[None] if one else A
     P, T, d = A3.shape
+    rows = np.arange(T)
     W2 = np.asarray(W, dtype=np.float64).reshape(P, T)
-    # (d, P·T), terms of game p at columns p·T … p·T + T − 1: every reduction over players runs along rows
-    At = np.ascontiguousarray(A3.transpose(2, 0, 1)).reshape(d, P * T)
-    Bt = np.ascontiguousarray(np.broadcast_to(B, A3.shape).transpose(2, 0, 1)).reshape(d, P * T)
-    v_full = (W2 * np.prod(At, axis=0).reshape(P, T)).sum(axis=1)
-    v_empty = (W2 * np.prod(Bt, axis=0).reshape(P, T)).sum(axis=1)
-    phi = np.zeros((P, d))
-    if d and T:
-        s, lam = gauss_legendre01((d + 1) // 2)
-        Q = s.shape[0]
-        Dt = At - Bt
-        Wf = W2.reshape(-1)
-        safe = min(float(At.min()), float(Bt.min())) > _SAFE      # then every (1−s) b + s a is too
-        step = max(1, _BLOCK // (Q * d))
-        for a in range(0, P * T, step):
-            b = min(P * T, a + step)
-            D = Dt[:, a:b]
-            C = Bt[:, None, a:b] + s[None, :, None] * D[:, None, :]        # (d, Q, t): (1−s) b + s a
-            Y = _excluded_integrals(C, lam, safe) * D * Wf[a:b]            # (d, t) per-term contributions
-            g0, g1 = a // T, (b - 1) // T                                  # the games this block touches
-            cuts = np.maximum(np.arange(g0, g1 + 1) * T - a, 0)
-            phi[g0:g1 + 1] += np.add.reduceat(Y, cuts, axis=1).T
+    H = None if held is None else np.broadcast_to(np.asarray(held, dtype=bool), (P, d))
+    phi, v_full, v_empty = sums_of_product_games(A3[None], (np.zeros(T, np.int64), rows), (np.full(T, -1), rows),
+                                                 B, rows, W2, H)
     if one:
         return phi[0], float(v_full[0]), float(v_empty[0])
     return phi, v_full, v_empty
-
-
-def _excluded_integrals(C: np.ndarray, lam: np.ndarray, safe: bool) -> np.ndarray:
-    """Σ_q λ_q Π_{j≠i} C[j, q, t] for every i: (d, Q, t) → (d, t) (C is overwritten).
-
-    Π_{j≠i} = Π_j / C_i when every factor is a normal float (relative error O(d·eps)); a block with a
-    zero or subnormal factor (``safe`` False) takes exclusive prefix/suffix products instead (no division)."""
-    d = C.shape[0]
-    if safe:
-        Pi = np.prod(C, axis=0) * lam[:, None]                     # (Q, t)
-        np.divide(Pi[None], C, out=C)
-        return C.sum(axis=1)
-    pre = np.empty_like(C)                                         # Π_{j<i}
-    pre[0] = 1.0
-    for j in range(1, d):
-        np.multiply(pre[j - 1], C[j - 1], out=pre[j])
-    suf = np.ones(C.shape[1:])                                     # Π_{j>i}, built downwards
-    for j in range(d - 1, -1, -1):
-        pre[j] *= suf
-        suf *= C[j]
-    return np.einsum("q,jqt->jt", lam, pre)
 
 
 def product_game_values(A: np.ndarray, B: np.ndarray, W: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -201,8 +147,11 @@ def marginal_means(ref: np.ndarray, centres: np.ndarray, ls: np.ndarray) -> np.n
 
 def feature_kernels(X: np.ndarray, centres: np.ndarray, ls: np.ndarray) -> np.ndarray:
     """k_j(x_pj, c_uj) per feature: (P, d), (M_u, d) → (P, M_u, d)."""
-    diff = (X[:, None, :] - centres[None, :, :]) / ls
-    return np.exp(-0.5 * diff * diff)
+    inv = 1.0 / np.asarray(ls, dtype=np.float64)
+    z = (X * inv)[:, None, :] - (centres * inv)[None, :, :]
+    np.square(z, out=z)
+    z *= -0.5
+    return np.exp(z, out=z)
 
 
 class _ProductModel:
@@ -265,6 +214,74 @@ class _ProductModel:
         A, B, W = self.item_terms_many(xl[None], xr[None], w, member, held)
         return A[0], B, W[0]
 
+    def _kernels(self, X: np.ndarray, member: np.ndarray | None) -> np.ndarray:
+        """Each player's product kernel k_player(x_p, c_u) = exp(−½ Σ_{j∈player} (x_pj − c_uj)²/ℓ_j²): (k, M_u, n)
+        (``member`` (n, d) bool, any groups of features; None: every feature a player)."""
+        if member is None:
+            return feature_kernels(X, self.centres, self.p.ls)
+        c_aug = self._means.get(b"aug")
+        if c_aug is None:
+            cs = self.centres / self.p.ls
+            c_aug = self._means[b"aug"] = np.concatenate([cs, cs * cs, np.ones((cs.shape[0], 1))], axis=1)
+        m = member.T.astype(float)                                              # (d, n)
+        k, n = X.shape[0], m.shape[1]
+        xs = X / self.p.ls
+        # Σ_{j∈player} (x_j − c_j)²/ℓ_j² = c²·m − 2 c·(x ⊙ m) + x²·m: one matrix product [c, c², 1] · [−2 x ⊙ m; m; x²·m]
+        y_aug = np.concatenate([(-2.0 * xs[:, :, None] * m[None]).transpose(1, 0, 2).reshape(-1, k * n),
+                                np.broadcast_to(m[:, None, :], (m.shape[0], k, n)).reshape(-1, k * n),
+                                ((xs * xs) @ m).reshape(1, k * n)])
+        E = c_aug @ y_aug                                                       # (M_u, k·n)
+        E *= -0.5
+        np.minimum(E, 0.0, out=E)
+        out = np.empty((k, c_aug.shape[0], n))
+        return np.exp(E.reshape(-1, k, n).transpose(1, 0, 2), out=out)
+
+    def _term_rows(self, member: np.ndarray | None):
+        """Where each term's factors live (cached per membership): (first, second, B, b_row) for
+        :func:`~explainers.prefshap.compiled.sums_of_product_games`, ``first`` and ``second`` as (source, row)
+        with source 0 the kernel values K(x^ℓ, c_u) and 1 the K(x^r, c_u) (u a distinct centre).
+
+        The terms, in order: the two cross terms of k_E per centre pair m (present k(x^ℓ, c^ℓ_m) k(x^r, c^r_m) and
+        k(x^ℓ, c^r_m) k(x^r, c^ℓ_m), absent μ(c^ℓ_m) μ(c^r_m)) when the pair kernel is in the model, then the item
+        kernel's constant c (or a UPM's utilities) per distinct centre u: present k(x^ℓ, c_u), then k(x^r, c_u),
+        absent μ(c_u)."""
+        key = b"rows" + (b"" if member is None else member.tobytes() + bytes(member.shape))
+        got = self._means.get(key)
+        if got is None:
+            Mu, M = self.centres.shape[0], self.L.shape[0]
+            s1, r1, s2, r2, B, b_row = [], [], [], [], [], []
+            if self.pair_scale:
+                s1 += [np.zeros(M), np.zeros(M)]
+                r1 += [self.L, self.R]
+                s2 += [np.ones(M), np.ones(M)]
+                r2 += [self.R, self.L]
+                B.append(self._pair_means(member))
+                b_row += [np.arange(M)] * 2
+            if self.util_scale:
+                u = np.arange(Mu)
+                s1 += [np.zeros(Mu), np.ones(Mu)]
+                r1 += [u, u]
+                s2 += [np.full(Mu, -1)] * 2
+                r2 += [u, u]
+                b_row += [u + sum(b.shape[0] for b in B)] * 2
+                B.append(self._player_means(member))
+            s1, r1, s2, r2, b_row = (np.concatenate(a).astype(np.int64) for a in (s1, r1, s2, r2, b_row))
+            got = self._means[key] = ((s1, r1), (s2, r2), np.ascontiguousarray(np.concatenate(B)), b_row)
+        return got
+
+    def _term_weights(self, w: np.ndarray, k: int) -> np.ndarray:
+        """W (k, T) in the order of :meth:`_term_rows`: ±α_m/(1 + c) for the cross terms, ±(c/(1 + c)) Σ_m α_m
+        ([L_m = u] − [R_m = u]) for the item constant (a UPM: the utilities' weights, c-free)."""
+        w2 = np.broadcast_to(w, (k, w.shape[-1]))
+        W = []
+        if self.pair_scale:
+            wp = w2 * self.pair_scale
+            W += [wp, -wp]
+        if self.util_scale:
+            sw = np.broadcast_to(self.signed(w) * self.util_scale, (k, self.centres.shape[0]))
+            W += [sw, -sw]
+        return np.concatenate(W, axis=1)
+
     def item_terms_many(self, XL: np.ndarray, XR: np.ndarray, w: np.ndarray, member: np.ndarray | None = None,
                         held: np.ndarray | None = None):
         """(A (k, T, n'), B (T, n'), W (k, T)) of ν_S(x^ℓ, x^r) for k duels that hold the same players (scaled
@@ -273,46 +290,54 @@ class _ProductModel:
         ``member`` (n_players, d) bool: players as groups of features (default: every feature a player); a
         player's factors are the product kernel and the product of the marginal means over its features.
         ``held`` (n_players,) bool: players equal in both items, held in every coalition; they leave the factors
-        (n' = the other players) and enter the weights through their product kernel
-        k_H(x, c) = exp(−½ Σ_{j∈H} (x_j − c_j)²/ℓ_j²), the same for both items and both cross terms."""
-        ls = self.p.ls
-        k, d = XL.shape
-        mem = np.eye(d, dtype=bool) if member is None else member
-        mu_pl = self._player_means(member)
-        B_pair = self._pair_means(member) if self.pair_scale else None
-        h = None
+        (n' = the other players) and enter the weights through their factor, a constant of every coalition.
+        Terms whose weight is zero in every duel are left out."""
+        k = XL.shape[0]
+        (s1, r1), (s2, r2), Bt, b_row = self._term_rows(member)
+        F = np.stack([self._kernels(XL, member), self._kernels(XR, member)])
+        A = F[s1, :, r1].transpose(1, 0, 2)                                     # (k, T, n)
+        pair = s2 >= 0
+        A[:, pair] *= F[s2[pair], :, r2[pair]].transpose(1, 0, 2)
+        B, W = Bt[b_row], self._term_weights(w, k)
+        keep = W.any(axis=0)
+        A, B, W = A[:, keep], B[keep], W[:, keep]
         if held is not None and held.any():
-            hf = mem[held].any(axis=0)
-            xh, ch = XL[:, hf] / ls[hf], self.centres[:, hf] / ls[hf]
-            h = np.exp(np.minimum(0.0, xh @ ch.T - 0.5 * (xh * xh).sum(1)[:, None] - 0.5 * (ch * ch).sum(1)[None]))
-            mem, mu_pl = mem[~held], mu_pl[:, ~held]
-            B_pair = None if B_pair is None else B_pair[:, ~held]
-        if member is None and h is None:
-            Kl = feature_kernels(XL, self.centres, ls)                          # (k, M_u, d)
-            Kr = feature_kernels(XR, self.centres, ls)
+            W = W * np.prod(A[:, :, held], axis=2)
+            A, B = A[:, :, ~held], B[:, ~held]
+        return A, B, W
+
+    def duel_shapley(self, XL: np.ndarray, XR: np.ndarray, w: np.ndarray, member: np.ndarray | None = None,
+                     held: np.ndarray | None = None):
+        """Exact φ (k, n_players) of ν_S(x^ℓ, x^r) for k duels, with ν(Ω) and ν(held) (k,) each: the terms of
+        :meth:`item_terms_many` summed in one compiled pass, each duel holding its own ``held`` (k, n_players)
+        players (φ = 0 for them), without forming the terms' factors.
+
+        Only the players that vary in some duel of the batch get kernel values per player; the players held in
+        all of them are one factor, their joint product kernel k_H(x, c_u) (x^ℓ = x^r on them), held too."""
+        from explainers.prefshap.compiled import sums_of_product_games
+
+        d = XL.shape[1]
+        mem = np.eye(d, dtype=bool) if member is None else member
+        k, n = XL.shape[0], mem.shape[0]
+        held = np.zeros((k, n), bool) if held is None else held
+        everywhere = held.all(axis=0)
+        cols = np.flatnonzero(~everywhere)
+        first, second, Bt, b_row = self._term_rows(member)
+        sub = mem[cols]
+        if np.all(sub.sum(axis=1) == 1):                                         # players of one feature each
+            f = sub.argmax(axis=1)
+            K = feature_kernels(np.concatenate([XL, XR])[:, f], self.centres[:, f], self.p.ls[f])
         else:
-            used = mem.any(axis=0)
-            m = mem[:, used].T.astype(float)                                     # (d_used, n')
-            cs = self.centres[:, used] / ls[used]
-            c2 = (cs * cs) @ m                                                   # (M_u, n')
-            # Σ_{j∈player} (x_j − c_j)²/ℓ_j² = x²·m + c²·m − 2 c·(x ⊙ m): matrix products, no (k, M_u, d) differences
-            Kl, Kr = (np.exp(np.minimum(0.0, (cs @ (xs[:, :, None] * m[None])) - 0.5 * ((xs * xs) @ m)[:, None, :]
-                                        - 0.5 * c2[None])) for xs in (XL[:, used] / ls[used], XR[:, used] / ls[used]))
-        w2 = np.broadcast_to(w, (k, w.shape[-1]))
-        A, B, Wt = [], [], []
-        if self.pair_scale:
-            wp = w2 * self.pair_scale if h is None else w2 * (self.pair_scale * h[:, self.L] * h[:, self.R])
-            A += [Kl[:, self.L] * Kr[:, self.R], Kl[:, self.R] * Kr[:, self.L]]
-            B += [B_pair, B_pair]
-            Wt += [wp, -wp]
-        if self.util_scale:
-            sw = np.broadcast_to(self.signed(w) * self.util_scale, (k, self.centres.shape[0]))
-            keep = np.flatnonzero(sw.any(axis=0))
-            su = sw[:, keep] if h is None else sw[:, keep] * h[:, keep]
-            A += [Kl[:, keep], Kr[:, keep]]
-            B += [mu_pl[keep], mu_pl[keep]]
-            Wt += [su, -su]
-        return np.concatenate(A, axis=1), np.concatenate(B), np.concatenate(Wt, axis=1)
+            K = self._kernels(np.concatenate([XL, XR]), sub)
+        K = K.reshape(2, k, *K.shape[1:])                                        # (x^ℓ | x^r, duel, centre, player)
+        W = self._term_weights(w, k)
+        if everywhere.any():                 # their joint kernel, a factor of each present term's weight
+            h = self._kernels(XL, mem[everywhere].any(axis=0)[None])[:, :, 0]    # (k, M_u)
+            W = W * h[:, first[1]] * np.where(second[0] >= 0, h[:, second[1]], 1.0)
+        phi = np.zeros((k, n))
+        phi[:, cols], full, empty = sums_of_product_games(K, first, second, Bt if cols.size == n else Bt[:, cols],
+                                                          b_row, W, held[:, cols])
+        return phi, full, empty
 
     def context_terms(self, u: np.ndarray, xi_w: np.ndarray):
         """(A (M, p), B (M, p), W (M,)) of the context game ν_{S'}(u, x^ℓ, x^r) = Σ_m α_m Ξ_m Γ^U_{S'}(u_m, u)
@@ -320,11 +345,3 @@ class _ProductModel:
         Ku = feature_kernels(u[None], self.p.cu, self.p.ls_u)[0]         # (M, p)
         return Ku, self.mu_u, xi_w
 
-
-def held_game(A: np.ndarray, B: np.ndarray, W: np.ndarray, held: np.ndarray):
-    """The game with the players ``held`` (bool (d,)) in every coalition, on the others only:
-    (A', B', W') with W' = W ⊙ Π_{held} A (the held factors are constants of every coalition)."""
-    if not held.any():
-        return A, B, W
-    act = ~held
-    return A[:, act], B[:, act], W * np.prod(A[:, held], axis=1)
