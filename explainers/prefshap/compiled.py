@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-__all__ = ["gauss_legendre01", "sums_of_product_games"]
+__all__ = ["gauss_legendre01", "sums_of_product_games", "warm"]
 
 
 def gauss_legendre01(q: int) -> tuple[np.ndarray, np.ndarray]:
@@ -96,6 +96,18 @@ def sums_of_product_games(F: np.ndarray, first: tuple, second: tuple, B: np.ndar
     idx = [np.ascontiguousarray(a, dtype=np.int64) for a in (*first, *second, b_row)]
     _games(F, *idx, B3, W, held, s, lam, phi, full, empty)
     return phi, full, empty
+
+
+def warm() -> None:
+    """Load the compiled loop now (from numba's cache: about 0.3 s; compiling it: about 1.5 s), so that a worker's
+    first explanation does not.
+
+    Examples
+    --------
+    >>> warm()
+    """
+    one = np.zeros(1, np.int64)
+    sums_of_product_games(np.ones((1, 1, 1, 1)), (one, one), (one - 1, one), np.ones((1, 1)), one, np.ones((1, 1)))
 
 
 #: Above this many nodes the nodes' product chains run side by side (independent multiplies in flight);
