@@ -294,3 +294,32 @@ def test_unsampled_events_are_counted_eligible_but_only_built_when_the_reservoir
     assert {x.event_id for x in core.background} <= {f"u{i}" for i in range(n)}  # built examples, any of them
     assert len(loop.queues) == 2 * len(sampled)                     # each sampled event queued for both methods
     assert sample(loop, "prefstream_explain_eligible_total", model=model, method="linear-shapley") == n
+
+
+def test_an_explainers_warm_function_runs_once_when_its_model_first_loads():
+    """stream.workers.live_models.warm_explainers: exact Pref-SHAP's compiled loop is loaded with the GPM, so
+    that a first explanation under a serving deadline does not pay for it; the warm function runs once per
+    process, and a failing one is only logged (the first call then does the work)."""
+    from stream.contract import encode_snapshot
+    from stream.plugins import gpm as gpm_plugin
+    from stream.workers.live_models import LiveModels
+
+    runs = []
+
+    def warm():
+        runs.append(1)
+        raise RuntimeError("no compiler today")
+
+    def shapley(learner, examples, ctx):
+        return registry.get_explainer("linear-bt", "linear-shapley")(learner, examples, ctx)
+
+    shapley.warm = warm
+    registry.register_model("warm-bt", lambda s, p: LinearBT(["x"]), LinearBT.from_state, replace=True)
+    registry.register_explainer("warm-bt", "warm-shapley", shapley, replace=True)
+    m = LinearBT(["x"])
+    m.learn_one({"x": 1.0}, {"x": 0.0}, 1)
+    lm = LiveModels()
+    assert lm.on_snapshot(b"warm-bt@t:0", encode_snapshot("warm-bt", 1, 1, m.state_dict()))
+    assert lm.on_snapshot(b"warm-bt@t:0", encode_snapshot("warm-bt", 2, 1, m.state_dict()))
+    assert runs == [1] and lm.model_version("warm-bt") == 2
+    assert gpm_plugin.pref_shap.warm is gpm_plugin.pref_shap_context.warm

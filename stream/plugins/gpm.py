@@ -232,6 +232,16 @@ def gpm_bernoulli(learner, examples, ctx) -> Explanation:
     return with_budgets(Explanation.concat(out), b)
 
 
+def _warm_exact() -> None:
+    """Load exact Pref-SHAP's compiled loop (:func:`explainers.prefshap.compiled.warm`)."""
+    from explainers.prefshap.compiled import warm
+
+    warm()
+
+
 # each explainer's values add up to its prediction (base + Σφ = prediction); tests/checks verifies it
 for _fn in (pref_shap, pref_shap_context, gpm_bernoulli):
     _fn.additive = True
+# what their first call would load, loaded with the model (stream.workers.live_models.warm_explainers)
+for _fn in (pref_shap, pref_shap_context):
+    _fn.warm = _warm_exact
