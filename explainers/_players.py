@@ -7,6 +7,7 @@ together).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -17,7 +18,21 @@ __all__: list[str] = []
 
 
 def _players(names: Sequence[str], groups: Mapping[str, Sequence[str]] | None):
-    """Player names and membership matrix (n_players, d) from optional feature groups."""
+    """Player names and a read-only membership matrix (n_players, d) from optional feature groups (cached: an
+    explainer built per event asks for the same players each time)."""
+    key = None if not groups else tuple((str(g), tuple(feats)) for g, feats in groups.items())
+    out, member = _players_cached(tuple(names), key)
+    return list(out), member
+
+
+@lru_cache(maxsize=256)
+def _players_cached(names: tuple, groups: tuple | None):
+    out, member = _players_of_groups(names, None if groups is None else dict(groups))
+    member.setflags(write=False)
+    return tuple(out), member
+
+
+def _players_of_groups(names: Sequence[str], groups: Mapping[str, Sequence[str]] | None):
     d = len(names)
     if not groups:
         return list(names), np.eye(d, dtype=bool)

@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
@@ -47,7 +48,8 @@ def feature_groups(names: Sequence[str]) -> dict[str, list[str]]:
 
 def players_of(names: Sequence[str], grouped: bool) -> tuple[list[str], np.ndarray]:
     """Players (the groups of :func:`feature_groups` when ``grouped``, else the features) and
-    their membership matrix, a bool ndarray of shape (n_players, len(names)).
+    their membership matrix, a read-only bool ndarray of shape (n_players, len(names)) (cached per
+    feature list: every explainer call of a model asks for the same players).
 
     Examples
     --------
@@ -56,6 +58,12 @@ def players_of(names: Sequence[str], grouped: bool) -> tuple[list[str], np.ndarr
     >>> players_of(["c=1", "c=2", "c=3", "x"], grouped=True)[1].sum(axis=1).tolist()
     [3, 1]
     """
+    out, member = _players_of(tuple(str(n) for n in names), bool(grouped))
+    return list(out), member
+
+
+@lru_cache(maxsize=256)
+def _players_of(names: tuple, grouped: bool) -> tuple[tuple, np.ndarray]:
     names = list(names)
     groups = feature_groups(names) if grouped else {}
     out, rows, seen = [], [], set()
@@ -70,7 +78,9 @@ def players_of(names: Sequence[str], grouped: bool) -> tuple[list[str], np.ndarr
             seen.add(g)
             out.append(g)
             rows.append(np.isin(names, groups[g]))
-    return out, np.array(rows)
+    member = np.array(rows)
+    member.setflags(write=False)
+    return tuple(out), member
 
 
 def players(names: Sequence[str], exact_players: int = EXACT_MAX_PLAYERS) -> tuple[list[str], np.ndarray]:
@@ -95,9 +105,13 @@ def groups_of(names: Sequence[str], exact_players: int = EXACT_MAX_PLAYERS) -> d
     >>> groups_of(["hp", "t_a", "t_b", "t_c"], exact_players=2)
     {'t': ['t_a', 't_b', 't_c']}
     """
-    names = list(names)
+    return {p: list(fs) for p, fs in _groups_of(tuple(str(n) for n in names), int(exact_players))}
+
+
+@lru_cache(maxsize=256)
+def _groups_of(names: tuple, exact_players: int) -> tuple:
     pl, member = players(names, exact_players)
-    return {p: [n for n, m in zip(names, row) if m] for p, row in zip(pl, member) if row.sum() > 1}
+    return tuple((p, tuple(n for n, m in zip(names, row) if m)) for p, row in zip(pl, member) if row.sum() > 1)
 
 
 def on_features(nu: Callable, member: np.ndarray) -> Callable:
