@@ -245,7 +245,7 @@ def test_the_explainers_modules_are_imported_before_the_group_is_joined():
 
     from stream.workers.explainer_loop import PRELOAD, preload_explainers
 
-    preload_explainers()
+    preload_explainers(["gpm"])
     assert all(name in sys.modules for name in PRELOAD)
     assert {"torch", "river.drift", "explainers.prefshap.compiled"} <= set(PRELOAD)
     assert sys.modules["explainers.prefshap.compiled"]._games.signatures        # loaded, not compiled on first use

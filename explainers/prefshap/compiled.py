@@ -100,7 +100,7 @@ def sums_of_product_games(F: np.ndarray, first: tuple, second: tuple, B: np.ndar
 
 def warm() -> None:
     """Load the compiled loop now (from numba's cache: about 0.3 s; compiling it: about 1.5 s), so that a worker's
-    first explanation does not.
+    first explanation does not (the ``warm`` of the ``pref-shap`` explainers, :mod:`stream.plugins.gpm`).
 
     Examples
     --------

@@ -42,25 +42,28 @@ DEDUPE_CAPACITY = 500_000
 
 
 #: Modules the built-in models' loaders and explainers import on first use (torch: seconds on a loaded machine;
-#: river.drift, which a GPM snapshot's loader imports, 1.5 s of CPU in the explainer at 10,000 events/s);
-#: a module's ``warm()``, if it has one, runs too (exact Pref-SHAP's compiled loop: numba and its cache, ~0.3 s).
+#: river.drift, which a GPM snapshot's loader imports, 1.5 s of CPU in the explainer at 10,000 events/s;
+#: numba, for exact Pref-SHAP's compiled loop).
 PRELOAD = ("torch", "river.drift", "learners.gpm", "explainers.prefshap", "explainers.prefshap.compiled",
            "explainers.sharp", "explainers.distributional")
 
 
-def preload_explainers() -> None:
-    """Import :data:`PRELOAD` (those installed), so that no first snapshot or first call imports them."""
+def preload_explainers(models=()) -> None:
+    """Import :data:`PRELOAD` (those installed), and run the ``warm`` function of the explainers of ``models``
+    (:func:`stream.workers.live_models.warm_explainers`: exact Pref-SHAP's compiled loop, ~0.3 s), so that no
+    first snapshot or first call does it."""
     import importlib
+
+    from stream.workers.live_models import warm_explainers
 
     for name in PRELOAD:
         try:
-            module = importlib.import_module(name)
+            importlib.import_module(name)
         except ModuleNotFoundError as exc:  # torch not installed: the models that need it are not used either
             if (exc.name or "").split(".")[0] != "torch":
                 raise
-            continue
-        if callable(getattr(module, "warm", None)):
-            module.warm()
+    for name in models:
+        warm_explainers(name)
 
 
 class ExplainerLoop(ConsumerLoop):
@@ -133,7 +136,7 @@ class ExplainerLoop(ConsumerLoop):
         # before joining the group: the first GPM snapshot imported torch inside the event loop (the
         # model follower's callback), which on a loaded machine blocked the loop for 8.7 s and let the
         # group session (10 s) expire — a rebalance that dropped every queued explanation
-        await asyncio.get_running_loop().run_in_executor(None, preload_explainers)
+        await asyncio.get_running_loop().run_in_executor(None, preload_explainers, list(s.models))
         from stream.broker.serializers import output_format
 
         self.out = ProducerTopic(self.producer, s.topic_explanations, output_format(s, "explanations"))
