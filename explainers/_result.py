@@ -96,7 +96,9 @@ class Explanation:
         Wall-clock seconds spent computing the batch.
     extra : dict
         Method-specific fields (JSON-serialisable after numpy conversion), e.g.
-        ``{"qoi": "rank", "interactions": [[...]]}``.
+        ``{"qoi": "rank", "interactions": [[...]]}``. A list or array with one entry per instance is split
+        across the records; a tuple (or any other value) is shared by every record, so a per-feature vector
+        whose length may equal the number of instances (a linear explainer's μ) is passed as a tuple.
 
     Raises
     ------

@@ -58,11 +58,11 @@ class _ExactTasks:
         phi, base, pred = np.zeros((P, member.shape[0])), np.empty(P), np.empty(P)
         grouped = None if member.shape[0] == member.shape[1] else member
         for p in range(P):
-            parts = [prod.item_terms(Xs[p], o, Wn, grouped, dropped) for o in Os]
+            parts = [prod.item_terms(Xs[p], o, Wn, grouped) for o in Os]
             A = np.concatenate([a for a, _, _ in parts])
             B = np.concatenate([b for _, b, _ in parts])
             Wt = np.concatenate([w for _, _, w in parts]) / Os.shape[0]
-            phi[p, ~dropped], pred[p], base[p] = product_game_shapley(A, B, Wt)
+            phi[p], pred[p], base[p] = product_game_shapley(A, B, Wt, dropped)
         return phi, base, pred
 
     def _contexts_product(self, U: np.ndarray, xi_w: np.ndarray, dropped: np.ndarray):

@@ -208,17 +208,14 @@ class _ProductModel:
             got = self._means[key] = mu_pl[self.L] * mu_pl[self.R]
         return got
 
-    def item_terms(self, xl: np.ndarray, xr: np.ndarray, w: np.ndarray, member: np.ndarray | None = None,
-                   held: np.ndarray | None = None):
-        """(A (T, n'), B (T, n'), W (T,)) of ν_S(x^ℓ, x^r) for one duel: :meth:`item_terms_many` of one duel."""
-        A, B, W = self.item_terms_many(xl[None], xr[None], w, member, held)
-        return A[0], B, W[0]
-
     def _kernels(self, X: np.ndarray, member: np.ndarray | None) -> np.ndarray:
         """Each player's product kernel k_player(x_p, c_u) = exp(−½ Σ_{j∈player} (x_pj − c_uj)²/ℓ_j²): (k, M_u, n)
         (``member`` (n, d) bool, any groups of features; None: every feature a player)."""
         if member is None:
             return feature_kernels(X, self.centres, self.p.ls)
+        if np.all(member.sum(axis=1) == 1):                                     # players of one feature each
+            f = member.argmax(axis=1)
+            return feature_kernels(X[:, f], self.centres[:, f], self.p.ls[f])
         c_aug = self._means.get(b"aug")
         if c_aug is None:
             cs = self.centres / self.p.ls
@@ -282,34 +279,27 @@ class _ProductModel:
             W += [sw, -sw]
         return np.concatenate(W, axis=1)
 
-    def item_terms_many(self, XL: np.ndarray, XR: np.ndarray, w: np.ndarray, member: np.ndarray | None = None,
-                        held: np.ndarray | None = None):
-        """(A (k, T, n'), B (T, n'), W (k, T)) of ν_S(x^ℓ, x^r) for k duels that hold the same players (scaled
-        items (k, d); ``w`` the (M,) centre weights α, or per duel (k, M), α ⊙ k_U(u, u_m) for a C-GPM).
+    def item_terms(self, xl: np.ndarray, xr: np.ndarray, w: np.ndarray, member: np.ndarray | None = None):
+        """(A (T, n), B (T, n), W (T,)) of ν_S(x^ℓ, x^r) for one duel (scaled items (d,); ``w`` the (M,) centre
+        weights α, or α ⊙ k_U(u, u_m) for a C-GPM), in the order of :meth:`_term_rows`.
 
         ``member`` (n_players, d) bool: players as groups of features (default: every feature a player); a
         player's factors are the product kernel and the product of the marginal means over its features.
-        ``held`` (n_players,) bool: players equal in both items, held in every coalition; they leave the factors
-        (n' = the other players) and enter the weights through their factor, a constant of every coalition.
-        Terms whose weight is zero in every duel are left out."""
-        k = XL.shape[0]
+        Terms of weight zero are left out; a duel's held players stay players (pass them as ``held`` to
+        :func:`product_game_shapley`)."""
         (s1, r1), (s2, r2), Bt, b_row = self._term_rows(member)
-        F = np.stack([self._kernels(XL, member), self._kernels(XR, member)])
-        A = F[s1, :, r1].transpose(1, 0, 2)                                     # (k, T, n)
+        F = np.stack([self._kernels(xl[None], member)[0], self._kernels(xr[None], member)[0]])   # (2, M_u, n)
+        A = F[s1, r1]
         pair = s2 >= 0
-        A[:, pair] *= F[s2[pair], :, r2[pair]].transpose(1, 0, 2)
-        B, W = Bt[b_row], self._term_weights(w, k)
-        keep = W.any(axis=0)
-        A, B, W = A[:, keep], B[keep], W[:, keep]
-        if held is not None and held.any():
-            W = W * np.prod(A[:, :, held], axis=2)
-            A, B = A[:, :, ~held], B[:, ~held]
-        return A, B, W
+        A[pair] *= F[s2[pair], r2[pair]]
+        W = self._term_weights(w, 1)[0]
+        keep = W != 0
+        return A[keep], Bt[b_row][keep], W[keep]
 
     def duel_shapley(self, XL: np.ndarray, XR: np.ndarray, w: np.ndarray, member: np.ndarray | None = None,
                      held: np.ndarray | None = None):
         """Exact φ (k, n_players) of ν_S(x^ℓ, x^r) for k duels, with ν(Ω) and ν(held) (k,) each: the terms of
-        :meth:`item_terms_many` summed in one compiled pass, each duel holding its own ``held`` (k, n_players)
+        :meth:`item_terms` summed in one compiled pass, each duel holding its own ``held`` (k, n_players)
         players (φ = 0 for them), without forming the terms' factors.
 
         Only the players that vary in some duel of the batch get kernel values per player; the players held in
@@ -323,12 +313,7 @@ class _ProductModel:
         everywhere = held.all(axis=0)
         cols = np.flatnonzero(~everywhere)
         first, second, Bt, b_row = self._term_rows(member)
-        sub = mem[cols]
-        if np.all(sub.sum(axis=1) == 1):                                         # players of one feature each
-            f = sub.argmax(axis=1)
-            K = feature_kernels(np.concatenate([XL, XR])[:, f], self.centres[:, f], self.p.ls[f])
-        else:
-            K = self._kernels(np.concatenate([XL, XR]), sub)
+        K = self._kernels(np.concatenate([XL, XR]), mem[cols])
         K = K.reshape(2, k, *K.shape[1:])                                        # (x^ℓ | x^r, duel, centre, player)
         W = self._term_weights(w, k)
         if everywhere.any():                 # their joint kernel, a factor of each present term's weight

@@ -58,29 +58,13 @@ def players_of(names: Sequence[str], grouped: bool) -> tuple[list[str], np.ndarr
     >>> players_of(["c=1", "c=2", "c=3", "x"], grouped=True)[1].sum(axis=1).tolist()
     [3, 1]
     """
-    out, member = _players_of(tuple(str(n) for n in names), bool(grouped))
-    return list(out), member
+    return _players_of(tuple(str(n) for n in names), bool(grouped))
 
 
-@lru_cache(maxsize=256)
-def _players_of(names: tuple, grouped: bool) -> tuple[tuple, np.ndarray]:
-    names = list(names)
-    groups = feature_groups(names) if grouped else {}
-    out, rows, seen = [], [], set()
-    for j, n in enumerate(names):
-        g = next((g for g, fs in groups.items() if n in fs), None)
-        if g is None:
-            r = np.zeros(len(names), bool)
-            r[j] = True
-            out.append(n)
-            rows.append(r)
-        elif g not in seen:
-            seen.add(g)
-            out.append(g)
-            rows.append(np.isin(names, groups[g]))
-    member = np.array(rows)
-    member.setflags(write=False)
-    return tuple(out), member
+def _players_of(names: tuple, grouped: bool) -> tuple[list, np.ndarray]:
+    from explainers._players import _players
+
+    return _players(names, feature_groups(list(names)) if grouped else None)
 
 
 def players(names: Sequence[str], exact_players: int = EXACT_MAX_PLAYERS) -> tuple[list[str], np.ndarray]:

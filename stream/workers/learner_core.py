@@ -44,7 +44,7 @@ from stream.contract import (
     encode_snapshot,
     parse_item,
 )
-from stream.contract.batch import learner_arrays, parse_batch
+from stream.contract.batch import learner_arrays
 from stream.metrics import Metrics, build_metrics
 from stream.monitoring.monitor import Monitor
 from stream.workers._snapshot import (
@@ -244,7 +244,7 @@ class LearnerCore(RefitScheduling, PeopleHandling, ProgressiveScoring):
         """Validate and learn one input message of ``st`` (a batch of one, :meth:`process_batch`)."""
         return self.process_batch(st, [(offset, value, ack_token, None)])
 
-    def _process(self, st: SourceState, records: Sequence[tuple], parsed: Sequence | None = None) -> list[dict]:
+    def _process(self, st: SourceState, records: Sequence[tuple], parsed: Sequence) -> list[dict]:
         """Validate and learn a micro-batch of input messages of ``st`` (no forget record among them).
 
         Parameters
@@ -254,9 +254,9 @@ class LearnerCore(RefitScheduling, PeopleHandling, ProgressiveScoring):
             ``ack_token`` (or None) is acknowledged once a delivered snapshot covers the offset;
             ``arrived`` is the ``time.perf_counter()`` at which the worker received the message
             (None: the start of this call), for the arrival → learned latency histogram.
-        parsed : sequence, optional
-            :func:`stream.contract.batch.parse_batch` of ``records`` if the caller decoded them (``prefstream run``;
-            :meth:`process_batch`, which parses a batch once: its entries below :meth:`floor` are None).
+        parsed : sequence
+            :func:`stream.contract.batch.parse_batch` of ``records``, decoded once by the caller
+            (:meth:`process_batch`: its entries below :meth:`floor` are None).
 
         Returns
         -------
@@ -293,8 +293,7 @@ class LearnerCore(RefitScheduling, PeopleHandling, ProgressiveScoring):
         if first > fresh_from and st.since_snapshot == 0 and any(s.restored for s in st.slots.values()):
             log.warning("source %s: offset gap %d -> %d (retention or transactional markers?)", st.source,
                         fresh_from, first)
-        parsed = parse_batch(st.kind, [v for _, v, _ in todo], self.catalog, self.settings.max_message_bytes,
-                             self.click_expander) if parsed is None else [parsed[k] for k in keep]
+        parsed = [parsed[k] for k in keep]
         # flatten: examples with the index of their message
         examples, owner = [], []
         out: list[dict] = []
